@@ -1,0 +1,1 @@
+# capture/module.mk — rules of the capture module (owned by its developer).

@@ -1,0 +1,24 @@
+/*
+ * kcap_cli.h — the subcommands of build/bin/kcap. Each module implements its own:
+ * formats/ (info, check, ls), capture/ (record, arm), replay/ (replay, diff).
+ * A command gets argv with argv[0] = the subcommand name, prints its own output and
+ * errors, and returns the process exit status (0 ok, 1 failure/mismatch, 2 usage error).
+ */
+#ifndef KCAP_CLI_H
+#define KCAP_CLI_H
+
+#define KCAP_VERSION "0.1.0"
+
+int kcap_cmd_info(int argc, char **argv);
+int kcap_cmd_check(int argc, char **argv);
+int kcap_cmd_ls(int argc, char **argv);
+int kcap_cmd_record(int argc, char **argv);
+int kcap_cmd_arm(int argc, char **argv);
+int kcap_cmd_replay(int argc, char **argv);
+int kcap_cmd_diff(int argc, char **argv);
+
+/* Directory holding build/bin/kcap's siblings (…/build), found from /proc/self/exe, so the
+ * CLI can locate build/lib/libkcap.so and build/plugins without installation. */
+const char *kcap_cli_build_dir(void);
+
+#endif

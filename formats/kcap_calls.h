@@ -1,0 +1,165 @@
+/*
+ * kcap_calls.h — the one description of each hooked call, shared by capture and replay.
+ *
+ * apitrace-style: a call is described once, as data (kcap_calls.c): the C symbol, the args
+ * struct it takes, and for each field its name, whether it is a scalar, an input tensor,
+ * an output tensor or ignored (workspace, stream), its dtype, its shape as expressions over
+ * other fields (e.g. "bs*q_len", "num_heads", "576", "kv_indptr[bs]"), and how its bytes are
+ * gathered (dense, a strided view, or rows of a pool selected by an index tensor).
+ *
+ * Capture turns (description, args struct, memory ops) into a kcap_snapshot with
+ * kcap_call_record(); replay turns (description, snapshot, memory ops) back into an args
+ * struct pointing at freshly allocated memory with kcap_call_rebuild(); the reader checks
+ * every file's tensors against the description with kcap_call_validate(). Supporting another
+ * kernel entry point means adding one description to the table, nothing else.
+ */
+#ifndef KCAP_CALLS_H
+#define KCAP_CALLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kcap_error.h" /* common/ */
+#include "kcap_snapshot.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum kcap_field_type {
+    KCAP_F_I32 = 1,
+    KCAP_F_U32,
+    KCAP_F_I64,
+    KCAP_F_F32,
+    KCAP_F_PTR
+} kcap_field_type;
+
+typedef enum kcap_arg_kind {
+    KCAP_ARG_SCALAR = 1, /* stored under /scalars */
+    KCAP_ARG_IN,         /* tensor read before the call, stored under /inputs */
+    KCAP_ARG_OUT,        /* tensor read after the call, stored under /outputs */
+    KCAP_ARG_IGNORED     /* present in the struct, never stored (struct_size, reserved) */
+} kcap_arg_kind;
+
+typedef enum kcap_gather {
+    KCAP_GATHER_DENSE = 1, /* prod(shape) contiguous elements at the pointer */
+    KCAP_GATHER_STRIDED,   /* a view: element strides given by `strides` expressions */
+    KCAP_GATHER_ROWS       /* rows of a pool: row i of the stored tensor is
+                              ptr + index_arg[i] * row_stride; the stored shape is
+                              [len(index_arg), shape[1..]]; the pool's row count is `pool_rows` */
+} kcap_gather;
+
+typedef struct kcap_arg_desc {
+    const char *name;
+    kcap_arg_kind kind;
+    kcap_field_type field;   /* type of the struct field */
+    size_t offset;           /* offsetof() in the args struct */
+    /* tensors only: */
+    const char *dtype;       /* a dtype name ("int32", "float32", "uint8") or "@field:map"
+                                selecting by an enum field, e.g. "@dtype:bfloat16,float16"
+                                or "@index_type:int32,int64" */
+    int ndim;
+    const char *shape[KCAP_MAX_DIMS];   /* expressions (see kcap_expr_eval) */
+    kcap_gather gather;
+    const char *strides[KCAP_MAX_DIMS]; /* STRIDED: element stride expressions */
+    const char *index_arg;   /* ROWS: the input tensor whose values select rows */
+    const char *row_stride;  /* ROWS: elements between consecutive pool rows */
+    const char *pool_rows;   /* ROWS: rows in the pool (for range checks and rebuild) */
+    int optional;            /* a NULL pointer is allowed: tensor then absent from the file */
+    const char *doc;         /* one line for FORMAT.md / kcap info */
+} kcap_arg_desc;
+
+typedef struct kcap_call_desc {
+    const char *name;        /* the C symbol, e.g. "vattn_verify" */
+    int abi_version;
+    size_t args_size;        /* sizeof the args struct */
+    int nargs;
+    const kcap_arg_desc *args;
+    /* derived symbols usable in expressions, "name=expr" each, e.g. "T=bs*q_len" */
+    int nderived;
+    const char *const *derived;
+} kcap_call_desc;
+
+/* All known calls, and lookup by name (NULL if unknown). */
+int kcap_call_count(void);
+const kcap_call_desc *kcap_call_at(int i);
+const kcap_call_desc *kcap_call_find(const char *name);
+
+/*
+ * Memory access used by record/rebuild: host memory (memcpy) or device memory (CUDA).
+ * Every op returns 0 on success, non-zero on failure (then the whole operation fails
+ * cleanly). `gather_rows` is optional (NULL = row-by-row copy_to_host); a device
+ * implementation gathers on the device first.
+ */
+typedef struct kcap_mem_ops {
+    void *ctx;
+    int (*copy_to_host)(void *ctx, void *dst, const void *src, size_t n);
+    int (*copy_from_host)(void *ctx, void *dst, const void *src, size_t n);
+    void *(*alloc)(void *ctx, size_t n);                  /* rebuild only */
+    void (*release)(void *ctx, void *p);                  /* rebuild only; accepts NULL */
+    int (*fill)(void *ctx, void *dst, int byte, size_t n);/* rebuild: poison outputs */
+    int (*gather_rows)(void *ctx, void *dst_host, const void *pool, size_t row_bytes,
+                       size_t pool_stride_bytes, const int64_t *rows, size_t nrows);
+} kcap_mem_ops;
+
+/* Host-memory ops (memcpy/malloc/free/memset). */
+const kcap_mem_ops *kcap_host_mem_ops(void);
+
+/*
+ * Capture one phase of a call into `snap`: KCAP_ARG_IN records every scalar and input
+ * tensor (also fills snap->meta.call / abi_version), KCAP_ARG_OUT records the outputs.
+ * Strided views are stored dense with their original strides as attributes; ROWS tensors
+ * are stored in index order (duplicates kept), so row i belongs to slot index_arg[i].
+ */
+int kcap_call_record(const kcap_call_desc *d, const void *args, int phase,
+                     const kcap_mem_ops *mem, kcap_snapshot *snap, kcap_error *err);
+
+/* How rebuild places a ROWS pool. */
+typedef enum kcap_pool_mode {
+    KCAP_POOL_AUTO = 0,   /* original slot ids if pool_rows * row bytes <= max_pool_bytes,
+                             else remap */
+    KCAP_POOL_ORIGINAL,   /* allocate the full original pool, rows at their captured slots */
+    KCAP_POOL_REMAP       /* a compact pool: distinct slots keep their relative order and
+                             scatter (gaps between them shrunk), indices rewritten */
+} kcap_pool_mode;
+
+typedef struct kcap_rebuilt {
+    void *args;                    /* malloc'd args struct (args_size bytes) */
+    int nbufs;
+    void *bufs[16];                /* every allocation made (released by kcap_rebuilt_free) */
+    int pool_remapped;             /* 1 if a ROWS pool was remapped */
+    size_t pool_bytes;             /* bytes of the rebuilt pool */
+} kcap_rebuilt;
+
+/*
+ * Rebuild a call from a snapshot: allocate memory through `mem` for every input (with its
+ * original strides where the file records them, gaps poisoned) and every output (poisoned
+ * with 0xFF bytes = NaN for bf16/f16/f32), copy inputs in, and fill an args struct.
+ */
+int kcap_call_rebuild(const kcap_call_desc *d, const kcap_snapshot *snap,
+                      const kcap_mem_ops *mem, kcap_pool_mode pool_mode, size_t max_pool_bytes,
+                      kcap_rebuilt *out, kcap_error *err);
+void kcap_rebuilt_free(kcap_rebuilt *r, const kcap_mem_ops *mem); /* accepts NULL */
+
+/* Copy output tensor `name` of a rebuilt call back into a dense host buffer shaped as in
+ * the snapshot (handles strided outputs). */
+int kcap_call_fetch_output(const kcap_call_desc *d, const kcap_rebuilt *r,
+                           const kcap_snapshot *snap, const char *name,
+                           const kcap_mem_ops *mem, void *dst_host, kcap_error *err);
+
+/* Check a snapshot's tensors (presence, dtype, shape) against the description. */
+int kcap_call_validate(const kcap_call_desc *d, const kcap_snapshot *snap, kcap_error *err);
+
+/*
+ * Evaluate a shape/stride expression: integer literals, identifiers (scalar names and
+ * derived symbols), name[expr] (element of an already-recorded int tensor), + - * / and
+ * parentheses. `snap` supplies the values. Returns 0 and sets *out, or an error.
+ */
+int kcap_expr_eval(const kcap_call_desc *d, const kcap_snapshot *snap, const char *expr,
+                   int64_t *out, kcap_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

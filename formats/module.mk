@@ -1,0 +1,1 @@
+# formats/module.mk — rules of the formats module (owned by its developer).

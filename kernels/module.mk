@@ -1,0 +1,1 @@
+# kernels/module.mk — rules of the kernels module (owned by its developer).

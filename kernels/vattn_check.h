@@ -1,0 +1,34 @@
+/*
+ * vattn_check.h — argument validation shared by the CPU and CUDA verify-attention libraries.
+ *
+ * Both libraries must reject exactly the same calls with exactly the same status codes, so
+ * the checks live in one place (vattn_check.c) and are compiled into both .so files.
+ * Internal header: not installed, not part of the ABI.
+ */
+#ifndef VATTN_CHECK_H
+#define VATTN_CHECK_H
+
+#include "verify_attn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Checks every host-visible field of *args (pointers, flags, sizes, strides, scale) and the
+ * workspace size; does NOT dereference tensor pointers. Returns VATTN_OK or the first
+ * failing vattn_status. `need_align16` adds the 16-byte alignment checks of the CUDA path. */
+int vattn_check_args(const vattn_args *args, const void *workspace, size_t workspace_bytes,
+                     int need_align16);
+
+/* Host memory only: checks kv_indptr (starts at 0, non-decreasing, kv_len_b >= q_len) and
+ * that every kv_indices entry is in [0, num_slots). */
+int vattn_check_host_data(const vattn_args *args);
+
+/* The shared status-message table. */
+const char *vattn_status_message(int status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

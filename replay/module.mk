@@ -1,0 +1,1 @@
+# replay/module.mk — rules of the replay module (owned by its developer).

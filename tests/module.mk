@@ -1,0 +1,1 @@
+# tests/module.mk — rules of the tests module (owned by its developer).

@@ -63,6 +63,9 @@ include tests/module.mk
 
 -include $(shell find $(OBJ) -name '*.d' 2>/dev/null)
 
+# Keep intermediate objects (chained rules would otherwise delete and relink them).
+.SECONDARY:
+
 .PHONY: all test test-gpu bench bench-gpu demo asan clean deps install check-deps
 
 all: check-deps $(ALL_TARGETS)
@@ -83,7 +86,7 @@ asan:
 	  KCAP_BUILD=build-asan bash scripts/run_tests.sh $(subst $(BUILD)/,build-asan/,$(ASAN_TESTS))
 
 test-gpu: all
-	@bash scripts/run_tests.sh $(GPU_TESTS)
+	@V=1 bash scripts/run_tests.sh $(GPU_TESTS)  # GPU runs are rare: show every summary table
 
 bench: all
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done

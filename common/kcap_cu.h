@@ -72,7 +72,10 @@ extern "C" {
       (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,  \
        CUstream, void **, void **))                                                       \
     X(cuLaunchHostFunc, "cuLaunchHostFunc", CUresult, (CUstream, CUhostFn, void *))       \
-    X(cuGetErrorString, "cuGetErrorString", CUresult, (CUresult, const char **))
+    X(cuGetErrorString, "cuGetErrorString", CUresult, (CUresult, const char **))          \
+    /* (added by capture) lets libkcap allocate while the host's stream is capturing */   \
+    X(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", CUresult,   \
+      (CUstreamCaptureMode *))
 
 typedef struct kcap_cu {
 #define KCAP_CU_MEMBER(name, sym, ret, params) ret(CUDAAPI *name) params;

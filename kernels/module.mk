@@ -1,1 +1,58 @@
 # kernels/module.mk — rules of the kernels module (owned by its developer).
+#
+# Outputs:
+#   build/lib/libverify_attn_cpu.so               host reference library (C only)
+#   build/tests/libverify_attn_cpu_perturbed.so   the same with one documented output shifted
+#   build/lib/libverify_attn.so                   CUDA library (scripts/build_nvcc.sh)
+#   build/tests/test_verify_cpu                   CPU test (TESTS, ASAN_TESTS)
+#   build/tests/test_verify_gpu, build/tests/vattn_dev   GPU test and dev harness (GPU_TESTS)
+
+VATTN_CPU_LIB := $(LIB)/libverify_attn_cpu.so
+VATTN_CPU_PERTURBED := $(TBIN)/libverify_attn_cpu_perturbed.so
+VATTN_CUDA_LIB := $(LIB)/libverify_attn.so
+
+# Only the vattn_* ABI leaves the libraries; the hot loop is worth -O3 even in CI.
+$(OBJ)/kernels/%.o: CFLAGS += -fvisibility=hidden
+$(OBJ)/kernels/verify_attn_cpu.o $(OBJ)/kernels/verify_attn_cpu_perturbed.o: CFLAGS += -O3
+
+$(OBJ)/kernels/verify_attn_cpu_perturbed.o: kernels/verify_attn_cpu.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -DVATTN_PERTURB -MMD -MP -c $< -o $@
+
+$(VATTN_CPU_LIB): $(OBJ)/kernels/verify_attn_cpu.o $(OBJ)/kernels/vattn_check.o
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,libverify_attn_cpu.so -Wl,--no-undefined $(LDFLAGS) $^ -o $@ -lm
+
+$(VATTN_CPU_PERTURBED): $(OBJ)/kernels/verify_attn_cpu_perturbed.o $(OBJ)/kernels/vattn_check.o
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,libverify_attn_cpu_perturbed.so -Wl,--no-undefined $(LDFLAGS) $^ -o $@ -lm
+
+# Tests link the library by soname and find it through an rpath relative to themselves, so
+# build/ and build-asan/ each use their own copy.
+VATTN_TEST_RPATH := -Wl,-rpath,'$$ORIGIN/../lib'
+
+$(TBIN)/test_verify_cpu: tests/kernels/test_verify_cpu.c $(VATTN_CPU_LIB) | $(VATTN_CPU_PERTURBED)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(LIB) -lverify_attn_cpu $(VATTN_TEST_RPATH) -ldl -lm
+
+ALL_TARGETS += $(VATTN_CPU_LIB) $(VATTN_CPU_PERTURBED) $(TBIN)/test_verify_cpu
+TESTS += $(TBIN)/test_verify_cpu
+ASAN_TESTS += $(TBIN)/test_verify_cpu
+
+# ---- CUDA: library, GPU test, dev harness / bench driver (scripts/build_nvcc.sh) ----
+VATTN_CUDA_DEPS := kernels/verify_attn.cu kernels/vattn_check.c kernels/vattn_check.h \
+                   kernels/verify_attn.h kernels/verify_attn.map scripts/build_nvcc.sh
+$(VATTN_CUDA_LIB): $(VATTN_CUDA_DEPS)
+	bash scripts/build_nvcc.sh lib $@ $(OBJ)/kernels/cuda kernels/verify_attn.cu kernels/vattn_check.c
+
+# The GPU test is C: it dlopens both libraries (same symbol names) and links cudart statically.
+$(TBIN)/test_verify_gpu: tests/kernels/test_verify_gpu.c tests/kernels/vattn_gpu_common.h kernels/verify_attn.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Itests/kernels $< -o $@ $(LDFLAGS) $(CUDA_HOME)/lib64/libcudart_static.a -ldl -lrt -lm
+
+$(TBIN)/vattn_dev: tests/kernels/vattn_dev.cu kernels/verify_attn.h scripts/build_nvcc.sh
+	bash scripts/build_nvcc.sh prog $@ $(OBJ)/tests/kernels tests/kernels/vattn_dev.cu
+
+ALL_TARGETS += $(VATTN_CUDA_LIB) $(TBIN)/test_verify_gpu $(TBIN)/vattn_dev
+GPU_TESTS += $(TBIN)/test_verify_gpu
+GPU_BENCHES += scripts/bench_gpu.sh

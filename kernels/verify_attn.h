@@ -38,7 +38,8 @@ extern "C" {
 #define VATTN_API __attribute__((visibility("default")))
 #endif
 
-/* Status codes. 0 is success; vattn_status_string() maps every code to one message. */
+/* Status codes. 0 is success; vattn_status_string() maps every code to one message.
+ * Checks run in the order of kernels/vattn_check.c and the first failure is returned. */
 typedef enum vattn_status {
     VATTN_OK = 0,
     VATTN_ERR_NULL_ARGS,       /* the args pointer itself is NULL */
@@ -101,9 +102,10 @@ typedef struct vattn_args {
     int64_t num_slots;    /* rows in the kv_cache pool: valid slots are 0..num_slots-1 */
     int64_t max_kv_len;   /* hint: upper bound of any kv_len_b, sizes the split-K grid and
                              workspace; 0 = unknown (num_slots is used). Correctness never
-                             depends on it, only speed. */
+                             depends on it, only speed. Negative -> VATTN_ERR_NUM_SLOTS. */
     float sm_scale;       /* softmax scale, e.g. 0.0625 for GLM-5; not derived from 576 */
-    uint32_t reserved0;   /* zero */
+    uint32_t reserved0;   /* must be zero (non-zero -> VATTN_ERR_STRUCT_SIZE: a field this
+                             version does not know how to honour) */
 
     const void *q;        /* [T, H, 576] dtype */
     int64_t q_stride_t;   /* elements between tokens  (>= (H-1)*q_stride_h + 576) */
@@ -134,7 +136,9 @@ VATTN_API const char *vattn_status_string(int status);
 /*
  * Bytes of workspace vattn_verify needs for these sizes (reads bs, q_len, num_heads,
  * num_slots, max_kv_len only). 0 is a valid answer. Returns (size_t)-1 if those fields
- * are invalid.
+ * are invalid. The CPU library needs one too (host memory: its fp32 accumulators, at most
+ * ~36 MB for q_len 64 x 128 heads). A non-empty workspace must be 16-byte aligned
+ * (VATTN_ERR_ALIGNMENT otherwise); malloc / cudaMalloc pointers are.
  */
 VATTN_API size_t vattn_workspace_size(const vattn_args *args);
 

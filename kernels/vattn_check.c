@@ -1,0 +1,179 @@
+/*
+ * vattn_check.c — argument validation and the status-message table shared by the CPU and
+ * CUDA verify-attention libraries.
+ *
+ * Both libraries compile this file in, so a call is rejected by both with the same status
+ * code (the CUDA library additionally asks for 16-byte alignment). The checks run in a fixed
+ * order and the first failure is returned; the order is part of the contract the tests pin:
+ *   args NULL, struct_size / reserved0, NULL tensor pointers, dtype, index_type, bs, q_len,
+ *   num_heads, num_slots / max_kv_len, strides (incl. overflow of the addressed range),
+ *   sm_scale, alignment, workspace (size, then its 16-byte alignment).
+ * Nothing here dereferences a tensor pointer except vattn_check_host_data (host memory only).
+ */
+#include "vattn_check.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+static const char *const vattn_status_table[VATTN_STATUS_COUNT] = {
+    [VATTN_OK] = "success",
+    [VATTN_ERR_NULL_ARGS] = "the vattn_args pointer is NULL",
+    [VATTN_ERR_STRUCT_SIZE] = "vattn_args.struct_size is smaller than ABI version 1's struct, or "
+                              "reserved0 is not zero",
+    [VATTN_ERR_NULL_POINTER] = "a required pointer (q, kv_cache, kv_indptr, kv_indices, o) is NULL",
+    [VATTN_ERR_DTYPE] = "dtype is not VATTN_DTYPE_BF16 or VATTN_DTYPE_FP16",
+    [VATTN_ERR_INDEX_TYPE] = "index_type is not VATTN_INDEX_INT32 or VATTN_INDEX_INT64",
+    [VATTN_ERR_BATCH] = "bs must be >= 1",
+    [VATTN_ERR_Q_LEN] = "q_len must be in 1..64",
+    [VATTN_ERR_HEADS] = "num_heads must be in 1..128",
+    [VATTN_ERR_NUM_SLOTS] = "num_slots must be >= 1 (and max_kv_len >= 0)",
+    [VATTN_ERR_STRIDE] = "a stride is negative, too small (rows would overlap) or addresses "
+                         "beyond 2^62 elements",
+    [VATTN_ERR_SCALE] = "sm_scale must be finite and > 0",
+    [VATTN_ERR_WORKSPACE] = "workspace is NULL or smaller than vattn_workspace_size()",
+    [VATTN_ERR_INDPTR] = "kv_indptr does not start at 0, decreases, or gives a request fewer "
+                         "keys than q_len",
+    [VATTN_ERR_INDEX_RANGE] = "a kv_indices entry is outside [0, num_slots)",
+    [VATTN_ERR_ALIGNMENT] = "a pointer or stride is misaligned (every pointer to its element "
+                            "size, the workspace to 16 bytes; on the CUDA path q, kv_cache, o "
+                            "and their strides to 16 bytes)",
+    [VATTN_ERR_CUDA] = "a CUDA call or kernel launch failed (see vattn_last_cuda_error())",
+    [VATTN_ERR_NO_DEVICE] = "no usable CUDA device",
+};
+
+_Static_assert(sizeof(vattn_status_table) / sizeof(vattn_status_table[0]) == VATTN_STATUS_COUNT,
+               "every vattn_status needs a message");
+
+const char *vattn_status_message(int status)
+{
+    if (status < 0 || status >= VATTN_STATUS_COUNT || !vattn_status_table[status])
+        return "unknown vattn status code";
+    return vattn_status_table[status];
+}
+
+/* Version 1's struct ends with `lse`; callers built against a later header pass more. */
+#define VATTN_ARGS_V1_SIZE (offsetof(vattn_args, lse) + sizeof(float *))
+
+/* Tensor offsets are computed in int64 elements and then in bytes; capping every addressed
+ * range at 2^62 elements keeps all of that arithmetic free of overflow. */
+#define VATTN_MAX_EXTENT ((int64_t)1 << 62)
+
+/* Highest element offset touched by a [n0, n1, width] view with strides s0, s1, or -1 when
+ * it does not fit under VATTN_MAX_EXTENT. n0, n1 >= 1 and strides >= 0 here. */
+static int64_t vattn_extent(int64_t n0, int64_t s0, int64_t n1, int64_t s1, int64_t width)
+{
+    int64_t a, b, e;
+    if (__builtin_mul_overflow(n0 - 1, s0, &a) || __builtin_mul_overflow(n1 - 1, s1, &b) ||
+        __builtin_add_overflow(a, b, &e) || __builtin_add_overflow(e, width, &e) ||
+        e > VATTN_MAX_EXTENT)
+        return -1;
+    return e;
+}
+
+/* Row layout rule of the header: heads of one token must not overlap (stride_h >= width),
+ * and tokens must not overlap (stride_t >= (H-1)*stride_h + width). */
+static int vattn_check_view(int64_t T, int64_t H, int64_t stride_t, int64_t stride_h,
+                            int64_t width)
+{
+    if (stride_t < 0 || stride_h < 0)
+        return VATTN_ERR_STRIDE;
+    if (stride_h < width)
+        return VATTN_ERR_STRIDE;
+    int64_t head_span = vattn_extent(1, 0, H, stride_h, width);
+    if (head_span < 0 || stride_t < head_span)
+        return VATTN_ERR_STRIDE;
+    if (vattn_extent(T, stride_t, H, stride_h, width) < 0)
+        return VATTN_ERR_STRIDE;
+    return VATTN_OK;
+}
+
+static int vattn_misaligned(const void *p, uintptr_t align)
+{
+    return ((uintptr_t)p & (align - 1)) != 0;
+}
+
+int vattn_check_args(const vattn_args *a, const void *workspace, size_t workspace_bytes,
+                     int need_align16)
+{
+    if (!a)
+        return VATTN_ERR_NULL_ARGS;
+    if (a->struct_size < VATTN_ARGS_V1_SIZE || a->reserved0 != 0)
+        return VATTN_ERR_STRUCT_SIZE;
+    if (!a->q || !a->kv_cache || !a->kv_indptr || !a->kv_indices || !a->o)
+        return VATTN_ERR_NULL_POINTER;
+    if (a->dtype != VATTN_DTYPE_BF16 && a->dtype != VATTN_DTYPE_FP16)
+        return VATTN_ERR_DTYPE;
+    if (a->index_type != VATTN_INDEX_INT32 && a->index_type != VATTN_INDEX_INT64)
+        return VATTN_ERR_INDEX_TYPE;
+    if (a->bs < 1)
+        return VATTN_ERR_BATCH;
+    if (a->q_len < 1 || a->q_len > VATTN_MAX_Q_LEN)
+        return VATTN_ERR_Q_LEN;
+    if (a->num_heads < 1 || a->num_heads > VATTN_MAX_HEADS)
+        return VATTN_ERR_HEADS;
+    if (a->num_slots < 1 || a->max_kv_len < 0)
+        return VATTN_ERR_NUM_SLOTS;
+
+    int64_t T = (int64_t)a->bs * a->q_len, H = a->num_heads;
+    int rc = vattn_check_view(T, H, a->q_stride_t, a->q_stride_h, VATTN_HEAD_DIM_QK);
+    if (rc)
+        return rc;
+    rc = vattn_check_view(T, H, a->o_stride_t, a->o_stride_h, VATTN_HEAD_DIM_V);
+    if (rc)
+        return rc;
+    if (a->kv_stride < VATTN_HEAD_DIM_QK ||
+        vattn_extent(a->num_slots, a->kv_stride, 1, 0, VATTN_HEAD_DIM_QK) < 0)
+        return VATTN_ERR_STRIDE;
+
+    if (!isfinite(a->sm_scale) || !(a->sm_scale > 0.0f))
+        return VATTN_ERR_SCALE;
+
+    /* Natural alignment everywhere (C and the GPU both need it); 16 bytes for the
+     * vectorised q / kv / o accesses of the CUDA kernels (8 elements of 2 bytes). */
+    size_t isz = a->index_type == VATTN_INDEX_INT64 ? 8 : 4;
+    if (vattn_misaligned(a->q, 2) || vattn_misaligned(a->kv_cache, 2) ||
+        vattn_misaligned(a->o, 2) || vattn_misaligned(a->kv_indptr, 4) ||
+        vattn_misaligned(a->kv_indices, isz) || (a->lse && vattn_misaligned(a->lse, 4)))
+        return VATTN_ERR_ALIGNMENT;
+    if (need_align16 &&
+        (vattn_misaligned(a->q, 16) || vattn_misaligned(a->kv_cache, 16) ||
+         vattn_misaligned(a->o, 16) || (a->q_stride_t & 7) || (a->q_stride_h & 7) ||
+         (a->kv_stride & 7) || (a->o_stride_t & 7) || (a->o_stride_h & 7)))
+        return VATTN_ERR_ALIGNMENT;
+
+    size_t need = vattn_workspace_size(a);
+    if (need == (size_t)-1)
+        return VATTN_ERR_WORKSPACE; /* unreachable after the checks above; kept as a guard */
+    if (need > 0 && (!workspace || workspace_bytes < need))
+        return VATTN_ERR_WORKSPACE;
+    if (need > 0 && vattn_misaligned(workspace, 16)) /* fp32 / fp64 partials live there */
+        return VATTN_ERR_ALIGNMENT;
+    return VATTN_OK;
+}
+
+int vattn_check_host_data(const vattn_args *a)
+{
+    const int32_t *ip = a->kv_indptr;
+    if (ip[0] != 0)
+        return VATTN_ERR_INDPTR;
+    for (int b = 0; b < a->bs; b++) {
+        /* int64 difference: a decreasing pair must not wrap into a huge length */
+        int64_t len = (int64_t)ip[b + 1] - ip[b];
+        if (len < a->q_len)
+            return VATTN_ERR_INDPTR;
+    }
+    int64_t n = ip[a->bs];
+    if (a->index_type == VATTN_INDEX_INT64) {
+        const int64_t *ix = (const int64_t *)a->kv_indices;
+        for (int64_t i = 0; i < n; i++)
+            if (ix[i] < 0 || ix[i] >= a->num_slots)
+                return VATTN_ERR_INDEX_RANGE;
+    } else {
+        const int32_t *ix = (const int32_t *)a->kv_indices;
+        for (int64_t i = 0; i < n; i++)
+            if (ix[i] < 0 || ix[i] >= a->num_slots)
+                return VATTN_ERR_INDEX_RANGE;
+    }
+    return VATTN_OK;
+}

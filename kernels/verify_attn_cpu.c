@@ -1,0 +1,247 @@
+/*
+ * verify_attn_cpu.c — libverify_attn_cpu.so: the verify-attention ABI (verify_attn.h) on host
+ * memory. It is the reference that CI, replay on GPU-less machines and the GPU tests compare
+ * against, so it favours being obviously right and deterministic: fp32 accumulation, one
+ * fixed summation order, single-threaded.
+ *
+ * Loop order (speed matters only enough for CI): per request, per KV row in kv_indices order,
+ * the row is converted to fp32 once and then every (draft token, head) accumulator of that
+ * request is updated with an online softmax (running max m, running sum l, fp32 acc[512]).
+ * The accumulators live in the caller's workspace: nothing here allocates.
+ *
+ * Built a second time with -DVATTN_PERTURB into build/tests/libverify_attn_cpu_perturbed.so:
+ * identical except ONE output element, o[token = (bs-1)*q_len + 0 (the last request's first
+ * draft token)][head = num_heads-1][channel 77], which gets +0.5 added (in fp32, before rounding
+ * to bf16/fp16). Replay's tests use it to prove that a wrong kernel is caught and located.
+ */
+#include "vattn_check.h"
+#include "verify_attn.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define QK VATTN_HEAD_DIM_QK
+#define DV VATTN_HEAD_DIM_V
+
+/* Element whose value the perturbed build shifts (documented above and in kernels/README.md). */
+#define VATTN_PERTURB_CHANNEL 77
+#define VATTN_PERTURB_DELTA 0.5f
+
+/* ---- dtype conversions (bit exact, round-to-nearest-even) ---- */
+
+static inline float vattn_bf16_to_f32(uint16_t h)
+{
+    uint32_t x = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+static inline uint16_t vattn_f32_to_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((x >> 16) | 0x40u); /* NaN stays NaN (quiet), sign kept */
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (uint16_t)(x >> 16);
+}
+
+static inline float vattn_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, x;
+    if (e == 0x1f) {
+        x = sign | 0x7f800000u | (m << 13);
+    } else if (e != 0) {
+        x = sign | ((e + 112u) << 23) | (m << 13);
+    } else if (m == 0) {
+        x = sign;
+    } else { /* subnormal: m * 2^-24, exact in fp32 */
+        float f = (float)m * 0x1p-24f;
+        memcpy(&x, &f, 4);
+        x |= sign;
+    }
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+
+static inline uint16_t vattn_f32_to_f16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    uint32_t ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u)
+        return sign | 0x7e00u;
+    if (ax >= 0x477ff000u) /* >= 65520: rounds to infinity */
+        return sign | 0x7c00u;
+    int e = (int)(ax >> 23) - 127;
+    uint32_t mant = ax & 0x7fffffu;
+    if (e >= -14) {
+        uint32_t h = ((uint32_t)(e + 15) << 10) | (mant >> 13), rem = mant & 0x1fffu;
+        if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
+            h++; /* a carry into the exponent is the correct result */
+        return sign | (uint16_t)h;
+    }
+    if (e < -25)
+        return sign;
+    uint32_t m = mant | 0x800000u; /* value = m * 2^(e-23); half subnormal unit = 2^-24 */
+    int shift = -(e + 1);          /* 14..24 */
+    uint32_t r = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (r & 1u)))
+        r++;
+    return sign | (uint16_t)r;
+}
+
+/* ---- workspace layout: per request, reused across requests ---- */
+
+typedef struct vattn_cpu_ws {
+    float *qf;   /* [q_len*H][576] the request's queries in fp32 */
+    float *acc;  /* [q_len*H][512] */
+    float *m;    /* [q_len*H] running max of the scaled scores */
+    float *l;    /* [q_len*H] running sum of exp(s - m) */
+    float *krow; /* [576] the current KV row in fp32 */
+} vattn_cpu_ws;
+
+static size_t vattn_cpu_ws_floats(int64_t nq)
+{
+    return (size_t)nq * (QK + DV + 2) + QK;
+}
+
+size_t vattn_workspace_size(const vattn_args *a)
+{
+    if (!a || a->bs < 1 || a->q_len < 1 || a->q_len > VATTN_MAX_Q_LEN || a->num_heads < 1 ||
+        a->num_heads > VATTN_MAX_HEADS || a->num_slots < 1 || a->max_kv_len < 0)
+        return (size_t)-1;
+    return vattn_cpu_ws_floats((int64_t)a->q_len * a->num_heads) * sizeof(float);
+}
+
+/* 8 independent partial sums: a fixed order (deterministic) the compiler can vectorise. */
+static inline float vattn_dot576(const float *a, const float *b)
+{
+    float s[8] = {0};
+    for (int i = 0; i < QK; i += 8)
+        for (int k = 0; k < 8; k++)
+            s[k] += a[i + k] * b[i + k];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+static inline float vattn_load(const uint16_t *p, int fp16)
+{
+    return fp16 ? vattn_f16_to_f32(*p) : vattn_bf16_to_f32(*p);
+}
+
+static void vattn_cpu_request(const vattn_args *a, int b, const vattn_cpu_ws *w)
+{
+    const int fp16 = a->dtype == VATTN_DTYPE_FP16;
+    const int ql = a->q_len, H = a->num_heads, nq = ql * H;
+    const int64_t start = a->kv_indptr[b], kv_len = (int64_t)a->kv_indptr[b + 1] - start;
+    const int64_t prefix = kv_len - ql;
+    const uint16_t *q = (const uint16_t *)a->q, *kv = (const uint16_t *)a->kv_cache;
+    const uint8_t *vis = a->visibility ? a->visibility + (size_t)b * ql * ql : NULL;
+
+    for (int i = 0; i < ql; i++)
+        for (int h = 0; h < H; h++) {
+            const uint16_t *src = q + ((int64_t)b * ql + i) * a->q_stride_t + h * a->q_stride_h;
+            float *dst = w->qf + (size_t)(i * H + h) * QK;
+            for (int c = 0; c < QK; c++)
+                dst[c] = vattn_load(src + c, fp16);
+        }
+    for (int r = 0; r < nq; r++) {
+        w->m[r] = -INFINITY;
+        w->l[r] = 0.0f;
+    }
+    memset(w->acc, 0, (size_t)nq * DV * sizeof(float));
+
+    for (int64_t j = 0; j < kv_len; j++) {
+        int64_t slot = a->index_type == VATTN_INDEX_INT64
+                           ? ((const int64_t *)a->kv_indices)[start + j]
+                           : ((const int32_t *)a->kv_indices)[start + j];
+        const uint16_t *row = kv + slot * a->kv_stride;
+        for (int c = 0; c < QK; c++)
+            w->krow[c] = vattn_load(row + c, fp16);
+        for (int i = 0; i < ql; i++) {
+            if (j >= prefix) {
+                int64_t jj = j - prefix; /* draft key index */
+                int visible = vis ? vis[i * ql + jj] != 0 : jj <= i;
+                if (!visible)
+                    continue;
+            }
+            for (int h = 0; h < H; h++) {
+                const int r = i * H + h;
+                float s = a->sm_scale * vattn_dot576(w->qf + (size_t)r * QK, w->krow);
+                float *acc = w->acc + (size_t)r * DV;
+                if (s > w->m[r]) {
+                    float alpha = expf(w->m[r] - s); /* exp(-inf) = 0 on the first key */
+                    w->l[r] *= alpha;
+                    for (int c = 0; c < DV; c++)
+                        acc[c] *= alpha;
+                    w->m[r] = s;
+                }
+                float p = expf(s - w->m[r]); /* NaN scores propagate through p */
+                w->l[r] += p;
+                for (int c = 0; c < DV; c++)
+                    acc[c] += p * w->krow[c];
+            }
+        }
+    }
+
+    for (int i = 0; i < ql; i++)
+        for (int h = 0; h < H; h++) {
+            const int r = i * H + h;
+            const int64_t t = (int64_t)b * ql + i;
+            uint16_t *dst = (uint16_t *)a->o + t * a->o_stride_t + h * a->o_stride_h;
+            const float *acc = w->acc + (size_t)r * DV;
+            const int empty = w->l[r] == 0.0f; /* no visible key */
+            const float inv = empty ? 0.0f : 1.0f / w->l[r];
+            for (int c = 0; c < DV; c++) {
+                float v = empty ? 0.0f : acc[c] * inv;
+#ifdef VATTN_PERTURB
+                if (b == a->bs - 1 && i == 0 && h == H - 1 && c == VATTN_PERTURB_CHANNEL)
+                    v += VATTN_PERTURB_DELTA;
+#endif
+                dst[c] = fp16 ? vattn_f32_to_f16(v) : vattn_f32_to_bf16(v);
+            }
+            if (a->lse)
+                a->lse[t * H + h] = empty ? -INFINITY : w->m[r] + logf(w->l[r]);
+        }
+}
+
+int vattn_verify(const vattn_args *a, void *workspace, size_t workspace_bytes, void *stream)
+{
+    (void)stream;
+    int rc = vattn_check_args(a, workspace, workspace_bytes, 0);
+    if (rc)
+        return rc;
+    rc = vattn_check_host_data(a);
+    if (rc)
+        return rc;
+    const int64_t nq = (int64_t)a->q_len * a->num_heads;
+    float *base = (float *)workspace;
+    vattn_cpu_ws w = {
+        .qf = base,
+        .acc = base + nq * QK,
+        .m = base + nq * (QK + DV),
+        .l = base + nq * (QK + DV + 1),
+        .krow = base + nq * (QK + DV + 2),
+    };
+    for (int b = 0; b < a->bs; b++)
+        vattn_cpu_request(a, b, &w);
+    return VATTN_OK;
+}
+
+int vattn_verify_reference(const vattn_args *a, void *workspace, size_t workspace_bytes,
+                           void *stream)
+{
+    return vattn_verify(a, workspace, workspace_bytes, stream);
+}
+
+int vattn_abi_version(void) { return VATTN_ABI_VERSION; }
+
+const char *vattn_backend(void) { return "cpu"; }
+
+const char *vattn_status_string(int status) { return vattn_status_message(status); }
+
+const char *vattn_last_cuda_error(void) { return ""; }

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# bench_gpu.sh — `make bench-gpu` (GPU_BENCHES): issue 6's verify-attention benchmark in one run.
+# vattn_dev --bench measures the two ceilings (D2D copy kernel, mma.sync bf16 kernel) and times
+# the fast and reference kernels per config; bench_gpu_torch.py times the PyTorch gather+bmm
+# implementation on the same shapes and prints the table (docs/PERF.md (Kernels) records it).
+# Exit 77 (skip) without a GPU.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=${KCAP_BUILD:-$here/../build}
+out=${BENCH_OUT:-$(mktemp -d)}
+set +e
+"$build/tests/vattn_dev" --bench | tee "$out/vattn_dev_bench.txt"
+rc=${PIPESTATUS[0]}
+set -e
+[ "$rc" = 77 ] && exit 77
+[ "$rc" = 0 ] || { echo "vattn_dev --bench failed ($rc)"; exit 1; }
+python3 "$here/bench_gpu_torch.py" "$out/vattn_dev_bench.txt" | tee "$out/bench_table.md"

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# bench_gpu_dev.sh — one device-tool call for kernel work (not a make target): builds the CUDA
+# library, GPU test and dev harness for one arch, runs the GPU correctness table, the issue 6
+# bench (every kernel variant checked and timed), optionally an ncu profile of one shape, and a
+# SASS summary (HMMA / HGMMA / local-memory instruction counts per kernel). Logs go to $OUT
+# (or build/dev-out). Usage: bench_gpu_dev.sh [test] [testv4] [bench] [ncu] [sass] [torch]
+#                     or: bench_gpu_dev.sh final   (default build, make test-gpu, make bench-gpu, SASS)
+set -uo pipefail
+out=${OUT:-build/dev-out}
+mkdir -p "$out"
+arch=${NVCC_ARCH:-sm_90}
+t0=$(date +%s)
+if [ "${1:-}" = final ]; then
+    # the closing run: default build (sm_90 + sm_120 + PTX), `make test-gpu` and `make bench-gpu`
+    # (falling back to the kernels' own targets when another module's build fails there)
+    rm -f build/lib/libverify_attn.so build/tests/vattn_dev
+    if make -j16 all >"$out/make_all.log" 2>&1; then
+        V=1 make test-gpu 2>&1 | tee "$out/test_gpu.txt" | grep -E "^(PASS|FAIL|SKIP) |passed|checks failed"
+        BENCH_OUT=$out make bench-gpu 2>&1 | tee "$out/bench_gpu.txt" | grep -v "^csv"
+    else
+        echo "make all failed here (tail of make_all.log below): kernels' targets only"
+        tail -5 "$out/make_all.log"
+        make build/lib/libverify_attn.so build/lib/libverify_attn_cpu.so build/tests/test_verify_gpu \
+            build/tests/vattn_dev >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+        V=1 bash scripts/run_tests.sh build/tests/test_verify_gpu 2>&1 | tee "$out/test_gpu.txt" |
+            grep -E "^(PASS|FAIL|SKIP) |passed|checks failed"
+        BENCH_OUT=$out bash scripts/bench_gpu.sh 2>&1 | tee "$out/bench_gpu.txt" | grep -v "^csv"
+    fi
+    VATTN_VARIANT=4 timeout 300 build/tests/test_verify_gpu >"$out/test_gpu_v4.txt" 2>&1
+    echo "test_verify_gpu with v4 forced on every case: $(tail -1 "$out/test_gpu_v4.txt")"
+    cuobjdump --list-elf build/lib/libverify_attn.so
+    cuobjdump --dump-sass build/lib/libverify_attn.so >"$out/sass.txt" 2>&1
+    awk '/code for sm_/{a=$3} /Function :/{f=a" "$3} /HMMA/{h[f]++} /HGMMA/{g[f]++} /LDL|STL/{l[f]++}
+         END{for (k in h) printf "%s HMMA %d HGMMA %d LDL/STL %d\n", k, h[k], g[k]+0, l[k]+0}' "$out/sass.txt"
+    echo "total $(( $(date +%s) - t0 )) s"
+    exit 0
+fi
+rm -f build/lib/libverify_attn.so build/tests/vattn_dev
+if ! make build/lib/libverify_attn.so build/lib/libverify_attn_cpu.so build/tests/test_verify_gpu \
+        build/tests/vattn_dev NVCC_ARCH="$arch" >"$out/build.log" 2>&1; then
+    tail -40 "$out/build.log"; exit 1
+fi
+echo "build ok ($(( $(date +%s) - t0 )) s)"
+for what in "$@"; do
+    case $what in
+    test)
+        timeout 300 build/tests/test_verify_gpu >"$out/test_gpu.log" 2>&1
+        echo "test_verify_gpu rc=$? ($(( $(date +%s) - t0 )) s)"
+        grep -E "^FAIL|checks failed" "$out/test_gpu.log" | head -20 ;;
+    testv4)
+        VATTN_VARIANT=4 timeout 300 build/tests/test_verify_gpu >"$out/test_gpu_v4.log" 2>&1
+        echo "test_verify_gpu (VATTN_VARIANT=4) rc=$?"
+        grep -E "^FAIL|checks failed" "$out/test_gpu_v4.log" | head -20 ;;
+    bench)
+        timeout 300 build/tests/vattn_dev --bench >"$out/bench.log" 2>&1
+        echo "vattn_dev --bench rc=$? ($(( $(date +%s) - t0 )) s)"
+        grep -v "^csv" "$out/bench.log" ;;
+    torch)
+        timeout 300 python3 scripts/bench_gpu_torch.py "$out/bench.log" >"$out/bench_table.md" 2>&1
+        cat "$out/bench_table.md" ;;
+    ncu)
+        ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+        VATTN_VARIANT=${NCU_VARIANT:-4} timeout 120 "$ncu" --clock-control none -k regex:${NCU_KERNEL:-vattn_fast4} \
+            --launch-skip 0 --launch-count 1 --section SpeedOfLight --section WarpStateStats \
+            --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+            --section LaunchStats --section Occupancy --metrics 'regex:smsp__average_warps?_.*issue_stalled_.*' \
+            build/tests/vattn_dev ${NCU_SHAPE:-4 64 16 32768} >"$out/ncu.log" 2>&1
+        echo "ncu rc=$?"
+        grep -E "Duration|Throughput|Issued|Eligible|Pipe|Bank" "$out/ncu.log" | head -30
+        grep -E "issue_stalled" "$out/ncu.log" | sort -k3 -g -r | head -14 ;;
+    sass)
+        cuobjdump --dump-sass build/lib/libverify_attn.so >"$out/sass.txt" 2>&1
+        awk '/Function :/{f=$3} /HMMA/{h[f]++} /HGMMA/{g[f]++} /LDL|STL/{l[f]++} /BAR.SYNC/{b[f]++}
+             END{for (k in h) printf "%s HMMA %d HGMMA %d LDL/STL %d BAR %d\n", k, h[k], g[k]+0, l[k]+0, b[k]+0}' \
+            "$out/sass.txt" ;;
+    esac
+done
+echo "total $(( $(date +%s) - t0 )) s"

@@ -1,0 +1,681 @@
+/*
+ * test_verify_cpu.c — libverify_attn_cpu.so against an independent float64 computation.
+ *
+ * Each case of the table builds a random verify call (ragged prefixes including 0, causal /
+ * tree / random visibility, both index widths, bf16 and fp16, strided views with gaps, a
+ * random slot permutation through a pool larger than needed), poisons the outputs with NaN
+ * bit patterns, runs the library and compares with a naive per-query softmax in double over
+ * the explicit list of visible keys. Input gaps and unused pool rows hold NaN, so a read of
+ * anything the call does not own poisons the result; output gaps must stay poisoned.
+ * Then the argument-validation table: each bad argument must give its exact status code and
+ * leave the outputs untouched. Finally the perturbed test build must differ in exactly its one
+ * documented element. One line per case; exit 1 on any failure.
+ */
+#include "verify_attn.h"
+
+#include <dlfcn.h>
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define QK VATTN_HEAD_DIM_QK
+#define DV VATTN_HEAD_DIM_V
+
+static int g_fail;
+
+/* ---- deterministic random numbers ---- */
+static uint64_t g_rng;
+static uint64_t rnd(void)
+{
+    g_rng ^= g_rng >> 12;
+    g_rng ^= g_rng << 25;
+    g_rng ^= g_rng >> 27;
+    return g_rng * 0x2545F4914F6CDD1Dull;
+}
+static double rnd_unit(void) { return (double)(rnd() >> 11) * 0x1p-53; } /* [0,1) */
+static int rnd_int(int n) { return (int)(rnd() % (uint64_t)n); }
+
+/* ---- dtype helpers, written independently of the library ---- */
+static double dec(uint16_t h, int fp16)
+{
+    if (!fp16) {
+        uint32_t x = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &x, 4);
+        return f;
+    }
+    int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+    double v;
+    if (e == 31)
+        v = m ? NAN : INFINITY;
+    else if (e == 0)
+        v = ldexp(m, -24);
+    else
+        v = ldexp(1024 + m, e - 25);
+    return s ? -v : v;
+}
+/* Encodings of random values: truncation is fine here (inputs only need to be exact values
+ * of the dtype, which they are by construction). */
+static uint16_t enc(double v, int fp16)
+{
+    if (!fp16) {
+        float f = (float)v;
+        uint32_t x;
+        memcpy(&x, &f, 4);
+        return (uint16_t)(x >> 16);
+    }
+    /* |v| < 2 here: build a normal half from sign, exponent and a truncated 10-bit mantissa */
+    int s = v < 0;
+    double a = fabs(v);
+    if (a < 0x1p-14)
+        return (uint16_t)(s << 15);
+    int e;
+    double fr = frexp(a, &e); /* a = fr * 2^e, fr in [0.5,1) */
+    int m = (int)((fr * 2.0 - 1.0) * 1024.0);
+    return (uint16_t)((s << 15) | ((e - 1 + 15) << 10) | m);
+}
+#define POISON_BF16 0x7fc1u
+#define POISON_F16 0x7e01u
+
+/* ---- one case ---- */
+enum { VIS_CAUSAL_NULL, VIS_CAUSAL_EXPLICIT, VIS_TREE, VIS_RANDOM, VIS_FULL };
+static const char *vis_name[] = {"causal(NULL)", "causal", "tree", "random", "full"};
+
+typedef struct tcase {
+    const char *name;
+    int bs, q_len, H;
+    int max_prefix; /* prefixes drawn in [0, max_prefix] */
+    int zero_first; /* request 0 gets prefix 0 */
+    int vis, idx64, fp16;
+    int q_gap_h, q_gap_t; /* extra elements between heads / after the last head */
+    int kv_stride;
+    int o_gap_h, o_gap_t;
+    int no_lse;
+    float sm_scale;
+} tcase;
+
+static const tcase cases[] = {
+    {"tiny", 1, 1, 1, 0, 1, VIS_CAUSAL_NULL, 0, 0, 0, 0, 576, 0, 0, 0, 0.0625f},
+    {"ragged-causal", 3, 4, 8, 37, 1, VIS_CAUSAL_NULL, 1, 0, 0, 0, 576, 0, 0, 0, 0.0625f},
+    {"tree-q16", 2, 16, 16, 100, 0, VIS_TREE, 0, 0, 0, 0, 576, 0, 0, 0, 0.1f},
+    {"random-vis-empty-rows", 4, 7, 32, 20, 1, VIS_RANDOM, 1, 0, 0, 0, 576, 0, 0, 0, 0.0625f},
+    {"h128-strided", 2, 16, 128, 40, 0, VIS_CAUSAL_EXPLICIT, 0, 0, 8, 24, 656, 16, 40, 0, 0.0625f},
+    {"fp16-tree-strided", 5, 2, 3, 30, 1, VIS_TREE, 0, 1, 64, 8, 1152, 8, 0, 0, 0.2f},
+    {"fp16-q16-h64-nolse", 1, 16, 64, 300, 0, VIS_CAUSAL_NULL, 1, 1, 0, 0, 576, 0, 0, 1, 0.0625f},
+    {"bs8-q1-ragged", 8, 1, 16, 200, 1, VIS_CAUSAL_NULL, 1, 0, 0, 0, 584, 0, 0, 0, 0.0625f},
+    {"prefix0-empty-rows-fp16", 2, 3, 128, 0, 1, VIS_RANDOM, 0, 1, 0, 0, 576, 0, 8, 0, 0.0625f},
+    {"full-vis", 3, 8, 5, 17, 0, VIS_FULL, 1, 0, 0, 16, 576, 0, 0, 0, 0.0625f},
+    {"q64-max", 1, 64, 2, 10, 0, VIS_TREE, 1, 0, 0, 0, 576, 0, 0, 0, 0.0625f},
+    {"peaked-scale", 2, 4, 16, 64, 0, VIS_CAUSAL_NULL, 0, 0, 0, 0, 576, 0, 0, 0, 0.8f},
+    {"peaked-fp16", 2, 4, 16, 64, 1, VIS_TREE, 1, 1, 0, 0, 576, 0, 0, 0, 0.8f},
+    {"h1-q16-long", 1, 16, 1, 700, 0, VIS_RANDOM, 0, 0, 0, 0, 576, 0, 0, 0, 0.0625f},
+};
+
+typedef struct built {
+    vattn_args a;
+    uint16_t *q, *kv, *o;
+    int32_t *indptr;
+    void *indices;
+    uint8_t *vis;
+    float *lse;
+    size_t q_elems, kv_elems, o_elems, lse_elems;
+    void *ws;
+    size_t ws_bytes;
+} built;
+
+static void build(const tcase *c, built *B)
+{
+    memset(B, 0, sizeof *B);
+    const int fp16 = c->fp16, T = c->bs * c->q_len, H = c->H;
+    vattn_args *a = &B->a;
+    a->struct_size = sizeof(vattn_args);
+    a->dtype = fp16 ? VATTN_DTYPE_FP16 : VATTN_DTYPE_BF16;
+    a->index_type = c->idx64 ? VATTN_INDEX_INT64 : VATTN_INDEX_INT32;
+    a->bs = c->bs;
+    a->q_len = c->q_len;
+    a->num_heads = H;
+    a->sm_scale = c->sm_scale;
+    a->q_stride_h = QK + c->q_gap_h;
+    a->q_stride_t = (int64_t)(H - 1) * a->q_stride_h + QK + c->q_gap_t;
+    a->o_stride_h = DV + c->o_gap_h;
+    a->o_stride_t = (int64_t)(H - 1) * a->o_stride_h + DV + c->o_gap_t;
+    a->kv_stride = c->kv_stride;
+
+    B->indptr = malloc(sizeof(int32_t) * (c->bs + 1));
+    B->indptr[0] = 0;
+    for (int b = 0; b < c->bs; b++) {
+        int prefix = (b == 0 && c->zero_first) ? 0 : rnd_int(c->max_prefix + 1);
+        B->indptr[b + 1] = B->indptr[b] + prefix + c->q_len;
+    }
+    const int total = B->indptr[c->bs];
+    /* pool: 1.5x the keys used, random permutation, the unused rows hold NaN */
+    const int64_t num_slots = total + total / 2 + 3;
+    a->num_slots = num_slots;
+    a->max_kv_len = 0;
+    int64_t *perm = malloc(sizeof(int64_t) * num_slots);
+    for (int64_t i = 0; i < num_slots; i++)
+        perm[i] = i;
+    for (int64_t i = num_slots - 1; i > 0; i--) {
+        int64_t j = (int64_t)(rnd() % (uint64_t)(i + 1)), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    B->indices = malloc((size_t)total * (c->idx64 ? 8 : 4));
+    for (int i = 0; i < total; i++) {
+        if (c->idx64)
+            ((int64_t *)B->indices)[i] = perm[i];
+        else
+            ((int32_t *)B->indices)[i] = (int32_t)perm[i];
+    }
+    const uint16_t nan_in = fp16 ? POISON_F16 : POISON_BF16;
+    B->kv_elems = (size_t)num_slots * a->kv_stride;
+    B->kv = malloc(B->kv_elems * 2);
+    for (size_t i = 0; i < B->kv_elems; i++)
+        B->kv[i] = nan_in;
+    for (int i = 0; i < total; i++)
+        for (int ch = 0; ch < QK; ch++)
+            B->kv[perm[i] * a->kv_stride + ch] = enc(rnd_unit() * 2.0 - 1.0, fp16);
+    free(perm);
+
+    B->q_elems = (size_t)T * a->q_stride_t;
+    B->q = malloc(B->q_elems * 2);
+    for (size_t i = 0; i < B->q_elems; i++)
+        B->q[i] = nan_in;
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < H; h++)
+            for (int ch = 0; ch < QK; ch++)
+                B->q[t * a->q_stride_t + h * a->q_stride_h + ch] =
+                    enc(rnd_unit() * 2.0 - 1.0, fp16);
+
+    /* visibility: explicit matrix for every mode (the test's reference always reads it) */
+    const int ql = c->q_len;
+    B->vis = malloc((size_t)c->bs * ql * ql);
+    for (int b = 0; b < c->bs; b++) {
+        uint8_t *m = B->vis + (size_t)b * ql * ql;
+        int parent[VATTN_MAX_Q_LEN];
+        for (int i = 0; i < ql; i++) {
+            parent[i] = i == 0 ? -1 : rnd_int(i);
+            for (int j = 0; j < ql; j++) {
+                uint8_t v = 0;
+                switch (c->vis) {
+                case VIS_CAUSAL_NULL:
+                case VIS_CAUSAL_EXPLICIT: v = j <= i; break;
+                case VIS_RANDOM: v = rnd_int(3) == 0 ? (uint8_t)(1 + rnd_int(255)) : 0; break;
+                case VIS_FULL: v = 1; break;
+                default: break;
+                }
+                m[i * ql + j] = v;
+            }
+            if (c->vis == VIS_TREE) /* ancestors and self */
+                for (int k = i; k >= 0; k = parent[k])
+                    m[i * ql + k] = 1;
+        }
+        if (c->vis == VIS_RANDOM && ql > 1)
+            for (int j = 0; j < ql; j++)
+                m[(ql - 1) * ql + j] = 0; /* guarantee one empty row per request */
+    }
+    a->visibility = c->vis == VIS_CAUSAL_NULL ? NULL : B->vis;
+
+    B->o_elems = (size_t)T * a->o_stride_t;
+    B->o = malloc(B->o_elems * 2);
+    B->lse_elems = (size_t)T * H;
+    B->lse = malloc(B->lse_elems * 4);
+    a->q = B->q;
+    a->kv_cache = B->kv;
+    a->kv_indptr = B->indptr;
+    a->kv_indices = B->indices;
+    a->o = B->o;
+    a->lse = c->no_lse ? NULL : B->lse;
+    B->ws_bytes = vattn_workspace_size(a);
+    B->ws = aligned_alloc(64, B->ws_bytes ? (B->ws_bytes + 63) / 64 * 64 : 64);
+}
+
+static void unbuild(built *B)
+{
+    free(B->q);
+    free(B->kv);
+    free(B->o);
+    free(B->indptr);
+    free(B->indices);
+    free(B->vis);
+    free(B->lse);
+    free(B->ws);
+}
+
+static void poison(built *B)
+{
+    const uint16_t p = B->a.dtype == VATTN_DTYPE_FP16 ? POISON_F16 : POISON_BF16;
+    for (size_t i = 0; i < B->o_elems; i++)
+        B->o[i] = p;
+    uint32_t nanbits = 0x7fc00123u;
+    for (size_t i = 0; i < B->lse_elems; i++)
+        memcpy(&B->lse[i], &nanbits, 4);
+}
+
+/* float64 reference: for each query, list its visible keys, softmax, weighted sum.
+ * Rows are decoded to double once (the naive loops below then stay cheap enough for CI). */
+static void reference(const built *B, const uint8_t *vis, double *ref_o, double *ref_lse)
+{
+    const vattn_args *a = &B->a;
+    const int fp16 = a->dtype == VATTN_DTYPE_FP16, ql = a->q_len, H = a->num_heads;
+    int64_t maxlen = 0;
+    for (int b = 0; b < a->bs; b++)
+        if (B->indptr[b + 1] - B->indptr[b] > maxlen)
+            maxlen = B->indptr[b + 1] - B->indptr[b];
+    double *kd = malloc(sizeof(double) * maxlen * QK); /* the request's rows, kv_indices order */
+    int *keys = malloc(sizeof(int) * maxlen);
+    double *s = malloc(sizeof(double) * maxlen);
+    double qd[QK];
+    for (int b = 0; b < a->bs; b++) {
+        const int64_t st = B->indptr[b], len = B->indptr[b + 1] - st, prefix = len - ql;
+        for (int64_t j = 0; j < len; j++) {
+            int64_t slot = a->index_type == VATTN_INDEX_INT64 ? ((int64_t *)B->indices)[st + j]
+                                                              : ((int32_t *)B->indices)[st + j];
+            for (int c = 0; c < QK; c++)
+                kd[j * QK + c] = dec(B->kv[slot * a->kv_stride + c], fp16);
+        }
+        for (int i = 0; i < ql; i++) {
+            int n = 0;
+            for (int64_t j = 0; j < len; j++)
+                if (j < prefix || vis[(size_t)b * ql * ql + i * ql + (j - prefix)])
+                    keys[n++] = (int)j;
+            const int64_t t = (int64_t)b * ql + i;
+            for (int h = 0; h < H; h++) {
+                double *o = ref_o + (t * H + h) * DV;
+                for (int c = 0; c < QK; c++)
+                    qd[c] = dec(B->q[t * a->q_stride_t + h * a->q_stride_h + c], fp16);
+                for (int c = 0; c < DV; c++)
+                    o[c] = 0.0;
+                if (n == 0) {
+                    ref_lse[t * H + h] = -INFINITY;
+                    continue;
+                }
+                double mx = -INFINITY, sum = 0.0;
+                for (int k = 0; k < n; k++) {
+                    const double *row = kd + (int64_t)keys[k] * QK;
+                    double d = 0.0;
+                    for (int c = 0; c < QK; c++)
+                        d += qd[c] * row[c];
+                    s[k] = (double)a->sm_scale * d;
+                    if (s[k] > mx)
+                        mx = s[k];
+                }
+                for (int k = 0; k < n; k++) {
+                    double w = exp(s[k] - mx);
+                    sum += w;
+                    const double *row = kd + (int64_t)keys[k] * QK;
+                    for (int c = 0; c < DV; c++)
+                        o[c] += w * row[c];
+                }
+                for (int c = 0; c < DV; c++)
+                    o[c] /= sum;
+                ref_lse[t * H + h] = mx + log(sum);
+            }
+        }
+    }
+    free(kd);
+    free(keys);
+    free(s);
+}
+
+/* Compares B's outputs with the reference; prints one line; returns 1 on pass. */
+static int compare(const char *name, const built *B, const double *ref_o, const double *ref_lse)
+{
+    const vattn_args *a = &B->a;
+    const int fp16 = a->dtype == VATTN_DTYPE_FP16, ql = a->q_len, H = a->num_heads;
+    const int64_t T = (int64_t)a->bs * ql;
+    const uint16_t p = fp16 ? POISON_F16 : POISON_BF16;
+    char why[256] = "";
+    double num = 0, den = 0, worst = -1;
+    int64_t wt = 0;
+    int wh = 0, wc = 0;
+    /* 1: NaN/Inf positions (the reference has none in o) and untouched gaps */
+    for (int64_t t = 0; t < T && !why[0]; t++)
+        for (int h = 0; h < H && !why[0]; h++)
+            for (int c = 0; c < DV; c++) {
+                double v = dec(B->o[t * a->o_stride_t + h * a->o_stride_h + c], fp16);
+                if (!isfinite(v)) {
+                    snprintf(why, sizeof why, "non-finite o at (req %lld, tok %lld, head %d, ch %d)",
+                             (long long)(t / ql), (long long)(t % ql), h, c);
+                    break;
+                }
+            }
+    for (size_t i = 0; i < B->o_elems && !why[0]; i++) {
+        int64_t t = (int64_t)(i / a->o_stride_t), r = (int64_t)(i % a->o_stride_t);
+        int h = (int)(r / a->o_stride_h), c = (int)(r % a->o_stride_h);
+        int owned = h < H && c < DV;
+        if (!owned && B->o[i] != p)
+            snprintf(why, sizeof why, "output gap element %zu (token %lld) was written", i,
+                     (long long)t);
+    }
+    /* 2: rel L2 over o, worst element */
+    for (int64_t t = 0; t < T && !why[0]; t++)
+        for (int h = 0; h < H; h++)
+            for (int c = 0; c < DV; c++) {
+                double v = dec(B->o[t * a->o_stride_t + h * a->o_stride_h + c], fp16);
+                double r = ref_o[(t * H + h) * DV + c], d = fabs(v - r);
+                num += d * d;
+                den += r * r;
+                if (d > worst) {
+                    worst = d;
+                    wt = t;
+                    wh = h;
+                    wc = c;
+                }
+            }
+    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    if (!why[0] && !(rel <= 1e-2))
+        snprintf(why, sizeof why, "rel L2 %.3e > 1e-2", rel);
+    /* One wrong element barely moves a norm over a big output, so every element must also be
+     * within 1e-2 of (|ref| + rms(ref)): bf16 output rounding alone is <= 2^-9 |ref|. */
+    const double rms = sqrt(den / ((double)T * H * DV));
+    for (int64_t t = 0; t < T && !why[0]; t++)
+        for (int h = 0; h < H && !why[0]; h++)
+            for (int c = 0; c < DV; c++) {
+                double v = dec(B->o[t * a->o_stride_t + h * a->o_stride_h + c], fp16);
+                double r = ref_o[(t * H + h) * DV + c];
+                if (fabs(v - r) > 1e-2 * (fabs(r) + rms)) {
+                    snprintf(why, sizeof why,
+                             "element (req %lld, tok %lld, head %d, ch %d) = %g, ref %g: beyond "
+                             "1e-2*(|ref|+rms %.3g)",
+                             (long long)(t / ql), (long long)(t % ql), h, c, v, r, rms);
+                    break;
+                }
+            }
+    /* 3: lse: -inf exactly where the reference has it, else within fp32 accumulation error */
+    double lse_worst = 0;
+    if (a->lse)
+        for (int64_t i = 0; i < T * H && !why[0]; i++) {
+            double r = ref_lse[i], v = a->lse[i];
+            if (isinf(r) || !isfinite(v)) {
+                if (!(isinf(r) && v == r))
+                    snprintf(why, sizeof why, "lse (req %lld, tok %lld, head %lld) = %g, ref %g",
+                             (long long)(i / H / ql), (long long)(i / H % ql),
+                             (long long)(i % H), v, r);
+                continue;
+            }
+            double d = fabs(v - r) / (1.0 + fabs(r));
+            if (d > lse_worst)
+                lse_worst = d;
+            if (d > 1e-4)
+                snprintf(why, sizeof why, "lse error %.3e at (req %lld, tok %lld, head %lld)", d,
+                         (long long)(i / H / ql), (long long)(i / H % ql), (long long)(i % H));
+        }
+    else
+        for (size_t i = 0; i < B->lse_elems && !why[0]; i++)
+            if (!isnan(B->lse[i]))
+                snprintf(why, sizeof why, "lse written although lse == NULL");
+    printf("%s %-28s rel_l2=%.2e worst=%.2e at (req %lld, tok %lld, head %d, ch %d) lse_err=%.1e%s%s\n",
+           why[0] ? "FAIL" : "PASS", name, rel, worst, (long long)(wt / ql), (long long)(wt % ql),
+           wh, wc, lse_worst, why[0] ? " : " : "", why);
+    return !why[0];
+}
+
+static void run_case(const tcase *c, uint64_t seed)
+{
+    g_rng = seed;
+    built B;
+    build(c, &B);
+    const int T = c->bs * c->q_len;
+    double *ref_o = malloc(sizeof(double) * T * c->H * DV);
+    double *ref_lse = malloc(sizeof(double) * T * c->H);
+    reference(&B, B.vis, ref_o, ref_lse);
+    poison(&B);
+    int rc = vattn_verify(&B.a, B.ws, B.ws_bytes, NULL);
+    char name[96];
+    snprintf(name, sizeof name, "%s[bs%d q%d H%d %s %s %s]", c->name, c->bs, c->q_len, c->H,
+             vis_name[c->vis], c->idx64 ? "i64" : "i32", c->fp16 ? "fp16" : "bf16");
+    if (rc != VATTN_OK) {
+        printf("FAIL %s: vattn_verify returned %d (%s)\n", name, rc, vattn_status_string(rc));
+        g_fail++;
+    } else if (!compare(name, &B, ref_o, ref_lse)) {
+        g_fail++;
+    } else {
+        /* determinism: a second run must be bitwise identical */
+        uint16_t *o1 = malloc(B.o_elems * 2);
+        memcpy(o1, B.o, B.o_elems * 2);
+        poison(&B);
+        vattn_verify(&B.a, B.ws, B.ws_bytes, NULL);
+        if (memcmp(o1, B.o, B.o_elems * 2) != 0) {
+            printf("FAIL %s: second run not bitwise identical\n", name);
+            g_fail++;
+        }
+        free(o1);
+    }
+    free(ref_o);
+    free(ref_lse);
+    unbuild(&B);
+}
+
+/* ---- argument validation ---- */
+typedef void (*mutate_fn)(built *B);
+#define M(name, body) \
+    static void name(built *B) { vattn_args *a = &B->a; (void)a; body; }
+M(m_none, )
+M(m_struct0, a->struct_size = 0)
+M(m_struct_small, a->struct_size = sizeof(vattn_args) - 8)
+M(m_struct_big, a->struct_size = sizeof(vattn_args) + 64)
+M(m_reserved, a->reserved0 = 1)
+M(m_q_null, a->q = NULL)
+M(m_kv_null, a->kv_cache = NULL)
+M(m_indptr_null, a->kv_indptr = NULL)
+M(m_indices_null, a->kv_indices = NULL)
+M(m_o_null, a->o = NULL)
+M(m_lse_null, a->lse = NULL)
+M(m_vis_null, a->visibility = NULL)
+M(m_dtype, a->dtype = 2)
+M(m_dtype_neg, a->dtype = -1)
+M(m_itype, a->index_type = 7)
+M(m_bs0, a->bs = 0)
+M(m_bs_neg, a->bs = -3)
+M(m_q0, a->q_len = 0)
+M(m_q65, a->q_len = 65)
+M(m_h0, a->num_heads = 0)
+M(m_h129, a->num_heads = 129)
+M(m_slots0, a->num_slots = 0)
+M(m_maxkv_neg, a->max_kv_len = -1)
+M(m_qsh, a->q_stride_h = 575)
+M(m_qst, a->q_stride_t = (a->num_heads - 1) * a->q_stride_h + 575)
+M(m_qst_neg, a->q_stride_t = -a->q_stride_t)
+M(m_kvs, a->kv_stride = 575)
+M(m_kvs_huge, a->kv_stride = (int64_t)1 << 61)
+M(m_osh, a->o_stride_h = 511)
+M(m_ost, a->o_stride_t = (a->num_heads - 1) * a->o_stride_h + 511)
+M(m_ost_huge, a->o_stride_t = INT64_MAX / 2)
+M(m_scale0, a->sm_scale = 0.0f)
+M(m_scale_neg, a->sm_scale = -0.0625f)
+M(m_scale_nan, a->sm_scale = NAN)
+M(m_scale_inf, a->sm_scale = INFINITY)
+M(m_q_misal, a->q = (const char *)a->q + 1)
+M(m_idx_misal, a->kv_indices = (const char *)a->kv_indices + 2)
+M(m_lse_misal, a->lse = (float *)((char *)a->lse + 2))
+M(m_ws_null, B->ws = NULL)
+M(m_ws_small, B->ws_bytes -= 1)
+M(m_ws_misal, B->ws = (char *)B->ws + 4; B->ws_bytes -= 0)
+M(m_indptr0, B->indptr[0] = 1)
+M(m_indptr_dec, B->indptr[2] = B->indptr[1] - 1)
+M(m_kvlen_short, B->indptr[1] = B->indptr[0] + a->q_len - 1)
+M(m_idx_neg, if (a->index_type == VATTN_INDEX_INT64) ((int64_t *)B->indices)[3] = -1;
+  else ((int32_t *)B->indices)[3] = -1)
+M(m_idx_big, if (a->index_type == VATTN_INDEX_INT64) ((int64_t *)B->indices)[5] = a->num_slots;
+  else ((int32_t *)B->indices)[5] = (int32_t)a->num_slots)
+
+typedef struct vcase {
+    const char *name;
+    mutate_fn fn;
+    int expect;
+} vcase;
+
+static const vcase vcases[] = {
+    {"valid", m_none, VATTN_OK},
+    {"struct_size=0", m_struct0, VATTN_ERR_STRUCT_SIZE},
+    {"struct_size short", m_struct_small, VATTN_ERR_STRUCT_SIZE},
+    {"struct_size larger (newer caller)", m_struct_big, VATTN_OK},
+    {"reserved0!=0", m_reserved, VATTN_ERR_STRUCT_SIZE},
+    {"q NULL", m_q_null, VATTN_ERR_NULL_POINTER},
+    {"kv_cache NULL", m_kv_null, VATTN_ERR_NULL_POINTER},
+    {"kv_indptr NULL", m_indptr_null, VATTN_ERR_NULL_POINTER},
+    {"kv_indices NULL", m_indices_null, VATTN_ERR_NULL_POINTER},
+    {"o NULL", m_o_null, VATTN_ERR_NULL_POINTER},
+    {"lse NULL (optional)", m_lse_null, VATTN_OK},
+    {"visibility NULL (causal)", m_vis_null, VATTN_OK},
+    {"dtype=2", m_dtype, VATTN_ERR_DTYPE},
+    {"dtype=-1", m_dtype_neg, VATTN_ERR_DTYPE},
+    {"index_type=7", m_itype, VATTN_ERR_INDEX_TYPE},
+    {"bs=0", m_bs0, VATTN_ERR_BATCH},
+    {"bs=-3", m_bs_neg, VATTN_ERR_BATCH},
+    {"q_len=0", m_q0, VATTN_ERR_Q_LEN},
+    {"q_len=65", m_q65, VATTN_ERR_Q_LEN},
+    {"num_heads=0", m_h0, VATTN_ERR_HEADS},
+    {"num_heads=129", m_h129, VATTN_ERR_HEADS},
+    {"num_slots=0", m_slots0, VATTN_ERR_NUM_SLOTS},
+    {"max_kv_len=-1", m_maxkv_neg, VATTN_ERR_NUM_SLOTS},
+    {"q_stride_h=575", m_qsh, VATTN_ERR_STRIDE},
+    {"q_stride_t overlaps heads", m_qst, VATTN_ERR_STRIDE},
+    {"q_stride_t negative", m_qst_neg, VATTN_ERR_STRIDE},
+    {"kv_stride=575", m_kvs, VATTN_ERR_STRIDE},
+    {"kv_stride*num_slots overflows", m_kvs_huge, VATTN_ERR_STRIDE},
+    {"o_stride_h=511", m_osh, VATTN_ERR_STRIDE},
+    {"o_stride_t overlaps heads", m_ost, VATTN_ERR_STRIDE},
+    {"o_stride_t*T overflows", m_ost_huge, VATTN_ERR_STRIDE},
+    {"sm_scale=0", m_scale0, VATTN_ERR_SCALE},
+    {"sm_scale<0", m_scale_neg, VATTN_ERR_SCALE},
+    {"sm_scale=NaN", m_scale_nan, VATTN_ERR_SCALE},
+    {"sm_scale=inf", m_scale_inf, VATTN_ERR_SCALE},
+    {"q misaligned", m_q_misal, VATTN_ERR_ALIGNMENT},
+    {"kv_indices misaligned", m_idx_misal, VATTN_ERR_ALIGNMENT},
+    {"lse misaligned", m_lse_misal, VATTN_ERR_ALIGNMENT},
+    {"workspace NULL", m_ws_null, VATTN_ERR_WORKSPACE},
+    {"workspace 1 byte short", m_ws_small, VATTN_ERR_WORKSPACE},
+    {"workspace misaligned", m_ws_misal, VATTN_ERR_ALIGNMENT},
+    {"kv_indptr[0]!=0", m_indptr0, VATTN_ERR_INDPTR},
+    {"kv_indptr decreasing", m_indptr_dec, VATTN_ERR_INDPTR},
+    {"kv_len<q_len", m_kvlen_short, VATTN_ERR_INDPTR},
+    {"kv_indices entry -1", m_idx_neg, VATTN_ERR_INDEX_RANGE},
+    {"kv_indices entry = num_slots", m_idx_big, VATTN_ERR_INDEX_RANGE},
+};
+
+static void run_validation(int idx64)
+{
+    /* bs 3, q_len 4, H 4, prefixes >= 4 so indices [3] and [5] exist in request 0 */
+    static const tcase base = {"validation", 3, 4, 4, 9, 0, VIS_TREE, 0, 0, 0, 0, 576, 0, 0, 0, 0.0625f};
+    for (size_t k = 0; k < sizeof vcases / sizeof vcases[0]; k++) {
+        tcase c = base;
+        c.idx64 = idx64;
+        g_rng = 0x1234567 + k;
+        built B;
+        build(&c, &B);
+        void *ws_orig = B.ws;
+        vcases[k].fn(&B);
+        poison(&B);
+        int rc = vattn_verify(&B.a, B.ws, B.ws_bytes, NULL);
+        int untouched = 1;
+        const uint16_t p = POISON_BF16;
+        if (vcases[k].expect != VATTN_OK) {
+            for (size_t i = 0; i < B.o_elems; i++)
+                untouched &= B.o[i] == p;
+            for (size_t i = 0; i < B.lse_elems; i++)
+                untouched &= isnan(B.lse[i]);
+        }
+        int ok = rc == vcases[k].expect && untouched;
+        if (!ok)
+            g_fail++;
+        printf("%s validation %-34s %s -> %d (%s)%s\n", ok ? "PASS" : "FAIL", vcases[k].name,
+               idx64 ? "i64" : "i32", rc, vattn_status_string(rc),
+               untouched ? "" : " : OUTPUT WRITTEN");
+        if (rc != vcases[k].expect)
+            printf("     expected %d (%s)\n", vcases[k].expect,
+                   vattn_status_string(vcases[k].expect));
+        B.ws = ws_orig;
+        unbuild(&B);
+    }
+    /* the NULL args pointer */
+    int rc = vattn_verify(NULL, NULL, 0, NULL);
+    printf("%s validation args=NULL -> %d\n", rc == VATTN_ERR_NULL_ARGS ? "PASS" : "FAIL", rc);
+    g_fail += rc != VATTN_ERR_NULL_ARGS;
+}
+
+static void run_misc(void)
+{
+    int ok = 1;
+    /* every status has its own message; unknown codes get the generic one */
+    for (int i = 0; i < VATTN_STATUS_COUNT; i++) {
+        const char *s = vattn_status_string(i);
+        ok &= s && *s && strcmp(s, vattn_status_string(-1)) != 0;
+        for (int j = 0; j < i; j++)
+            ok &= strcmp(s, vattn_status_string(j)) != 0;
+    }
+    ok &= vattn_status_string(VATTN_STATUS_COUNT) == vattn_status_string(-1);
+    ok &= vattn_abi_version() == VATTN_ABI_VERSION && strcmp(vattn_backend(), "cpu") == 0;
+    ok &= vattn_last_cuda_error() && vattn_last_cuda_error()[0] == 0;
+    vattn_args a = {.bs = 0, .q_len = 1, .num_heads = 1, .num_slots = 1};
+    ok &= vattn_workspace_size(&a) == (size_t)-1 && vattn_workspace_size(NULL) == (size_t)-1;
+    printf("%s misc: status strings, abi version, backend, workspace_size(invalid)\n",
+           ok ? "PASS" : "FAIL");
+    g_fail += !ok;
+}
+
+/* The perturbed test build must differ from this library in exactly its documented element:
+ * (last request, first draft token, last head, channel 77), by about +0.5. */
+static void run_perturbed(void)
+{
+    char exe[PATH_MAX], path[PATH_MAX + 64];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        printf("FAIL perturbed: cannot read /proc/self/exe\n");
+        g_fail++;
+        return;
+    }
+    exe[n] = 0;
+    snprintf(path, sizeof path, "%s/libverify_attn_cpu_perturbed.so", dirname(exe));
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        printf("FAIL perturbed: dlopen %s: %s\n", path, dlerror());
+        g_fail++;
+        return;
+    }
+    int (*pv)(const vattn_args *, void *, size_t, void *) =
+        (int (*)(const vattn_args *, void *, size_t, void *))dlsym(h, "vattn_verify");
+    tcase c = cases[2]; /* bs 2, q 16, H 16 */
+    g_rng = 99;
+    built B;
+    build(&c, &B);
+    poison(&B);
+    int rc0 = vattn_verify(&B.a, B.ws, B.ws_bytes, NULL);
+    uint16_t *o0 = malloc(B.o_elems * 2);
+    memcpy(o0, B.o, B.o_elems * 2);
+    poison(&B);
+    int rc1 = pv ? pv(&B.a, B.ws, B.ws_bytes, NULL) : -1;
+    const vattn_args *a = &B.a;
+    size_t target = (size_t)((a->bs - 1) * a->q_len) * a->o_stride_t +
+                    (size_t)(a->num_heads - 1) * a->o_stride_h + 77;
+    size_t ndiff = 0;
+    for (size_t i = 0; i < B.o_elems; i++)
+        ndiff += o0[i] != B.o[i];
+    double d = dec(B.o[target], 0) - dec(o0[target], 0);
+    int ok = rc0 == 0 && rc1 == 0 && ndiff == 1 && o0[target] != B.o[target] && fabs(d - 0.5) < 0.02;
+    printf("%s perturbed build: %zu element(s) differ, delta at documented element %.4f\n",
+           ok ? "PASS" : "FAIL", ndiff, d);
+    g_fail += !ok;
+    free(o0);
+    unbuild(&B);
+    dlclose(h);
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        run_case(&cases[k], 0x9E3779B97F4A7C15ull ^ (k * 0x100000001B3ull + 1));
+    run_validation(0);
+    run_validation(1);
+    run_misc();
+    run_perturbed();
+    printf("%s: %d failure(s)\n", g_fail ? "FAILED" : "OK", g_fail);
+    return g_fail ? 1 : 0;
+}

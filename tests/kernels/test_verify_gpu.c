@@ -1,0 +1,192 @@
+/*
+ * test_verify_gpu.c — both kernels of libverify_attn.so (fast and reference) against
+ * libverify_attn_cpu.so over a table of verify calls (GPU_TESTS, `make test-gpu`).
+ *
+ * Per case: random non-zero bf16/fp16 data, a random slot permutation through a pool with NaN
+ * in every row and gap the call must not read, outputs poisoned before every run; NaN/Inf
+ * positions matched first, then rel L2 <= 1e-2, a per-element bound and lse; the worst
+ * element is reported by (request, token, head, channel). The fast kernel must be bitwise
+ * identical over 3 runs. Invalid device data (slot outside the pool, kv_len < q_len) must give
+ * NaN for exactly that request and no CUDA error. A summary table ends the output.
+ * Exit 77 when there is no GPU.
+ */
+#include "vattn_gpu_common.h"
+
+#include <time.h>
+
+static const gcase cases[] = {
+    /* name              bs  H  q  maxpre rag zero vis             i64 f16 qgh qgt kvs  ogh ogt nolse scale */
+    {"h8-q1-128k",        2,   8,  1, 131072, 0, 0, VIS_CAUSAL_NULL, 1, 0, 0,  0,  576, 0,  0,  0, 0.0625f},
+    {"h16-q4-32k-ragged", 4,  16,  4,  32768, 1, 1, VIS_TREE,        0, 0, 0,  0,  576, 0,  0,  0, 0.0625f},
+    {"h16-q16-bs64",     64,  16, 16,    300, 1, 1, VIS_CAUSAL_NULL, 1, 0, 0,  0,  576, 0,  0,  0, 0.0625f},
+    {"h32-q7-tree-strd",  8,  32,  7,   3000, 1, 0, VIS_TREE,        0, 0, 8, 16,  656, 8, 24,  0, 0.1f},
+    {"h64-q8-fp16",       3,  64,  8,   8000, 1, 0, VIS_CAUSAL,      1, 1, 0,  0,  576, 0,  0,  0, 0.0625f},
+    {"h128-q2-randvis",   5, 128,  2,   5000, 1, 1, VIS_RANDOM,      0, 0, 0,  0,  584, 0,  0,  0, 0.0625f},
+    {"h128-q16-strided",  2, 128, 16,   2000, 1, 0, VIS_CAUSAL_NULL, 1, 0, 16, 8,  576, 16, 0,  0, 0.0625f},
+    {"h16-q64-tree-fp16", 2,  16, 64,   1000, 1, 0, VIS_TREE,        0, 1, 0,  0,  576, 0,  0,  0, 0.0625f},
+    {"h8-q2-bs64-ragged",64,   8,  2,  20000, 1, 1, VIS_TREE,        1, 0, 0,  0,  576, 0,  0,  1, 0.0625f},
+    {"h32-q4-prefix0",    4,  32,  4,      0, 0, 0, VIS_RANDOM,      0, 0, 0,  0,  576, 0,  0,  0, 0.0625f},
+    {"h16-q16-128k",      1,  16, 16, 131072, 0, 0, VIS_CAUSAL_NULL, 1, 0, 0,  0,  576, 0,  0,  0, 0.0625f},
+    {"h64-q1-peaked",     6,  64,  1,  12000, 1, 0, VIS_CAUSAL_NULL, 0, 0, 0,  0,  576, 0,  0,  0, 0.5f},
+    {"h128-q4-fp16-32k",  1, 128,  4,  32768, 0, 0, VIS_TREE,        1, 1, 0,  0,  576, 0,  0,  0, 0.0625f},
+};
+
+typedef struct row {
+    char name[40], kernel[8], worst[40];
+    double rel, lse_err;
+    int det, ok;
+    char why[200];
+} row;
+static row rows[64];
+static int nrows, nfail;
+
+static void record(const char *name, const char *kernel, const cmpres *R, int det, const char *extra)
+{
+    row *r = &rows[nrows++];
+    snprintf(r->name, sizeof r->name, "%s", name);
+    snprintf(r->kernel, sizeof r->kernel, "%s", kernel);
+    snprintf(r->worst, sizeof r->worst, "(%d,%d,%d,%d)", R->wb, R->wt, R->wh, R->wc);
+    r->rel = R->rel;
+    r->lse_err = R->lse_err;
+    r->det = det;
+    r->ok = R->ok && det != 0 && !extra[0];
+    snprintf(r->why, sizeof r->why, "%s%s", R->why, extra);
+    nfail += !r->ok;
+    printf("%s %-20s %-4s rel_l2=%.2e worst=%.2e at (req %d, tok %d, head %d, ch %d) lse_err=%.1e det=%s %s\n",
+           r->ok ? "PASS" : "FAIL", name, kernel, R->rel, R->worst, R->wb, R->wt, R->wh, R->wc,
+           R->lse_err, det < 0 ? "n/a" : det ? "yes" : "NO", r->why);
+}
+
+/* Runs `fn` (poisoned outputs first) and copies o / lse back. */
+static int run_kernel(vattn_fn fn, const vlib *L, const hcall *B, dcall *D, uint16_t *o, float *lse)
+{
+    dcall_poison(B, D);
+    int rc = fn(&D->a, D->ws, D->ws_bytes, NULL);
+    if (rc) {
+        printf("     kernel returned %d (%s) %s\n", rc, L->status(rc), L->cuerr());
+        return rc;
+    }
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) {
+        printf("     CUDA error after the kernel: %s\n", cudaGetErrorString(e));
+        exit(1); /* the context is gone: nothing else can run */
+    }
+    CK(cudaMemcpy(o, D->o, B->o_elems * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(lse, D->lse, B->lse_elems * 4, cudaMemcpyDeviceToHost));
+    return 0;
+}
+
+static void run_case(const gcase *c, const vlib *gpu, const vlib *cpu, int invalid)
+{
+    hcall B;
+    hcall_build(c, &B);
+    uint16_t *ro = malloc(B.o_elems * 2), *o = malloc(B.o_elems * 2), *o1 = malloc(B.o_elems * 2);
+    float *rlse = malloc(B.lse_elems * 4), *lse = malloc(B.lse_elems * 4), *lse1 = malloc(B.lse_elems * 4);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc = cpu_reference(&B, cpu, ro, rlse);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (rc) {
+        printf("FAIL %s: CPU reference returned %d\n", c->name, rc);
+        nfail++;
+        goto out;
+    }
+    char name[40];
+    snprintf(name, sizeof name, "%s%s", c->name, invalid == 1 ? "+badslot" : invalid == 2 ? "+badlen" : "");
+    if (invalid) {
+        /* corrupt one request; the expected result is the reference with that request NaN */
+        const int ql = B.a.q_len, H = B.a.num_heads, fp16 = B.a.dtype == VATTN_DTYPE_FP16;
+        int bad_b;
+        if (invalid == 1) {
+            bad_b = B.a.bs > 1 ? 1 : 0;
+            int64_t pos = B.indptr[bad_b]; /* first key of the request */
+            if (B.a.index_type == VATTN_INDEX_INT64)
+                ((int64_t *)B.indices)[pos] = B.a.num_slots + 5;
+            else
+                ((int32_t *)B.indices)[pos] = -7;
+        } else {
+            bad_b = B.a.bs - 1;
+            B.indptr[B.a.bs] = B.indptr[bad_b] + ql - 1;
+        }
+        for (int i = 0; i < ql; i++)
+            for (int h = 0; h < H; h++) {
+                int64_t t = (int64_t)bad_b * ql + i;
+                for (int ch = 0; ch < DV; ch++)
+                    ro[t * B.a.o_stride_t + h * B.a.o_stride_h + ch] = fp16 ? POISON_F16 : POISON_BF16;
+                rlse[t * H + h] = NAN;
+            }
+    }
+    dcall D;
+    dcall_upload(&B, &D);
+    dcall_ws(&D, gpu);
+    const int check_lse = B.a.lse != NULL;
+    cmpres R;
+    rc = run_kernel(gpu->reference, gpu, &B, &D, o, lse);
+    if (rc) {
+        snprintf(R.why, sizeof R.why, "status %d", rc);
+        R.ok = 0;
+    } else {
+        compare_out(&B, o, lse, ro, rlse, check_lse, &R);
+    }
+    record(name, "ref", &R, -1, "");
+    rc = run_kernel(gpu->verify, gpu, &B, &D, o, lse);
+    if (rc) {
+        memset(&R, 0, sizeof R);
+        snprintf(R.why, sizeof R.why, "status %d", rc);
+        record(name, "fast", &R, 0, "");
+    } else {
+        compare_out(&B, o, lse, ro, rlse, check_lse, &R);
+        int det = 1;
+        for (int k = 0; k < 2; k++) {
+            run_kernel(gpu->verify, gpu, &B, &D, o1, lse1);
+            det &= memcmp(o, o1, B.o_elems * 2) == 0 && memcmp(lse, lse1, B.lse_elems * 4) == 0;
+        }
+        record(name, "fast", &R, det, "");
+    }
+    printf("     (bs %d, H %d, q_len %d, keys %lld, ws %zu B, cpu ref %.1f s)\n", c->bs, c->H, c->q_len,
+           (long long)B.total, D.ws_bytes,
+           (t1.tv_sec - t0.tv_sec) + 1e-9 * (t1.tv_nsec - t0.tv_nsec));
+    dcall_free(&D);
+out:
+    free(ro);
+    free(o);
+    free(o1);
+    free(rlse);
+    free(lse);
+    free(lse1);
+    hcall_free(&B);
+}
+
+int main(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
+        printf("no CUDA device: skipped\n");
+        return 77;
+    }
+    vlib gpu, cpu;
+    vlib_open(&gpu, "libverify_attn.so");
+    vlib_open(&cpu, "libverify_attn_cpu.so");
+    const int nc = (int)(sizeof cases / sizeof cases[0]);
+    for (int k = 0; k < nc; k++) {
+        g_rng = 0x9E3779B97F4A7C15ull ^ (uint64_t)(k + 1) * 0x100000001B3ull;
+        run_case(&cases[k], &gpu, &cpu, 0);
+    }
+    /* invalid device data: NaN for that request only, never a crash */
+    g_rng = 4242;
+    run_case(&cases[1], &gpu, &cpu, 1);
+    g_rng = 4243;
+    run_case(&cases[5], &gpu, &cpu, 1);
+    g_rng = 4244;
+    run_case(&cases[3], &gpu, &cpu, 2);
+
+    printf("\n| case | kernel | rel L2 | worst (req,tok,head,ch) | lse err | bitwise det | result |\n");
+    printf("|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < nrows; i++)
+        printf("| %s | %s | %.2e | %s | %.1e | %s | %s |\n", rows[i].name, rows[i].kernel, rows[i].rel,
+               rows[i].worst, rows[i].lse_err, rows[i].det < 0 ? "-" : rows[i].det ? "yes" : "NO",
+               rows[i].ok ? "PASS" : "FAIL");
+    printf("%s: %d of %d checks failed\n", nfail ? "FAILED" : "OK", nfail, nrows);
+    return nfail ? 1 : 0;
+}

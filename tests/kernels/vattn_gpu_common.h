@@ -1,0 +1,461 @@
+/*
+ * vattn_gpu_common.h — helpers shared by the GPU test and the dev harness (header-only,
+ * static functions): random verify calls on the host, the two kernel libraries loaded with
+ * dlopen (both export the same vattn_* names, so they cannot both be linked), a parallel CPU
+ * reference (the CPU library run per (request, head group) on all cores), and the comparison
+ * (NaN/Inf positions first, rel L2, per-element bound, lse, worst element by index).
+ */
+#ifndef VATTN_GPU_COMMON_H
+#define VATTN_GPU_COMMON_H
+
+#include "verify_attn.h"
+
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define QK VATTN_HEAD_DIM_QK
+#define DV VATTN_HEAD_DIM_V
+#define POISON_BF16 0x7fc1u
+#define POISON_F16 0x7e01u
+
+#define CK(call)                                                                                 \
+    do {                                                                                         \
+        cudaError_t e_ = (call);                                                                 \
+        if (e_ != cudaSuccess) {                                                                 \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            exit(1);                                                                             \
+        }                                                                                        \
+    } while (0)
+
+typedef int (*vattn_fn)(const vattn_args *, void *, size_t, void *);
+typedef struct vlib {
+    void *h;
+    vattn_fn verify, reference;
+    size_t (*ws)(const vattn_args *);
+    const char *(*status)(int);
+    const char *(*cuerr)(void);
+} vlib;
+
+static uint64_t g_rng = 88172645463325252ull;
+static uint64_t rnd(void)
+{
+    g_rng ^= g_rng >> 12;
+    g_rng ^= g_rng << 25;
+    g_rng ^= g_rng >> 27;
+    return g_rng * 0x2545F4914F6CDD1Dull;
+}
+static int rnd_int(int n) { return (int)(rnd() % (uint64_t)n); }
+
+static double dec(uint16_t h, int fp16)
+{
+    if (!fp16) {
+        uint32_t x = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &x, 4);
+        return f;
+    }
+    int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 31 ? (m ? NAN : INFINITY) : e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
+    return s ? -v : v;
+}
+/* random value in (-1, 1) directly as bits: sign, exponent in [-7, -1], random mantissa */
+static uint16_t rnd_val(int fp16)
+{
+    uint64_t r = rnd();
+    int s = (int)(r & 1), e = -1 - (int)((r >> 1) % 7);
+    uint16_t m = (uint16_t)(r >> 8);
+    if (!fp16)
+        return (uint16_t)((s << 15) | ((e + 127) << 7) | (m & 0x7f));
+    return (uint16_t)((s << 15) | ((e + 15) << 10) | (m & 0x3ff));
+}
+
+static void vlib_open(vlib *L, const char *name)
+{
+    char exe[PATH_MAX], path[PATH_MAX + 64];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        fprintf(stderr, "cannot read /proc/self/exe\n");
+        exit(1);
+    }
+    exe[n] = 0;
+    snprintf(path, sizeof path, "%s/../lib/%s", dirname(exe), name);
+    L->h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!L->h) {
+        fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
+        exit(1);
+    }
+    L->verify = (vattn_fn)dlsym(L->h, "vattn_verify");
+    L->reference = (vattn_fn)dlsym(L->h, "vattn_verify_reference");
+    L->ws = (size_t(*)(const vattn_args *))dlsym(L->h, "vattn_workspace_size");
+    L->status = (const char *(*)(int))dlsym(L->h, "vattn_status_string");
+    L->cuerr = (const char *(*)(void))dlsym(L->h, "vattn_last_cuda_error");
+    if (!L->verify || !L->reference || !L->ws || !L->status || !L->cuerr) {
+        fprintf(stderr, "%s lacks the vattn ABI\n", path);
+        exit(1);
+    }
+}
+
+enum { VIS_CAUSAL_NULL, VIS_CAUSAL, VIS_TREE, VIS_RANDOM };
+
+typedef struct gcase {
+    const char *name;
+    int bs, H, q_len;
+    int max_prefix, ragged, zero_first; /* ragged: prefixes in [0, max], else all = max */
+    int vis, idx64, fp16;
+    int q_gap_h, q_gap_t, kv_stride, o_gap_h, o_gap_t, no_lse;
+    float sm_scale;
+} gcase;
+
+/* Host copy of one call (pointers in args are host pointers until hd_upload). */
+typedef struct hcall {
+    vattn_args a;
+    uint16_t *q, *kv;
+    int32_t *indptr;
+    void *indices;
+    uint8_t *vis;
+    size_t q_elems, kv_elems, o_elems, lse_elems, idx_bytes;
+    int64_t total;
+} hcall;
+
+static void hcall_build(const gcase *c, hcall *B)
+{
+    memset(B, 0, sizeof *B);
+    const int fp16 = c->fp16, T = c->bs * c->q_len, H = c->H, ql = c->q_len;
+    vattn_args *a = &B->a;
+    a->struct_size = sizeof(vattn_args);
+    a->dtype = fp16 ? VATTN_DTYPE_FP16 : VATTN_DTYPE_BF16;
+    a->index_type = c->idx64 ? VATTN_INDEX_INT64 : VATTN_INDEX_INT32;
+    a->bs = c->bs;
+    a->q_len = ql;
+    a->num_heads = H;
+    a->sm_scale = c->sm_scale;
+    a->q_stride_h = QK + c->q_gap_h;
+    a->q_stride_t = (int64_t)(H - 1) * a->q_stride_h + QK + c->q_gap_t;
+    a->o_stride_h = DV + c->o_gap_h;
+    a->o_stride_t = (int64_t)(H - 1) * a->o_stride_h + DV + c->o_gap_t;
+    a->kv_stride = c->kv_stride;
+    B->indptr = malloc(sizeof(int32_t) * (c->bs + 1));
+    B->indptr[0] = 0;
+    int64_t maxlen = 0;
+    for (int b = 0; b < c->bs; b++) {
+        int prefix = (b == 0 && c->zero_first) ? 0 : c->ragged ? rnd_int(c->max_prefix + 1) : c->max_prefix;
+        B->indptr[b + 1] = B->indptr[b] + prefix + ql;
+        if (prefix + ql > maxlen)
+            maxlen = prefix + ql;
+    }
+    B->total = B->indptr[c->bs];
+    const int64_t num_slots = B->total + B->total / 4 + 7;
+    a->num_slots = num_slots;
+    a->max_kv_len = maxlen;
+    int64_t *perm = malloc(sizeof(int64_t) * num_slots);
+    for (int64_t i = 0; i < num_slots; i++)
+        perm[i] = i;
+    for (int64_t i = num_slots - 1; i > 0; i--) {
+        int64_t j = (int64_t)(rnd() % (uint64_t)(i + 1)), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    B->idx_bytes = (size_t)B->total * (c->idx64 ? 8 : 4);
+    B->indices = malloc(B->idx_bytes ? B->idx_bytes : 8);
+    for (int64_t i = 0; i < B->total; i++) {
+        if (c->idx64)
+            ((int64_t *)B->indices)[i] = perm[i];
+        else
+            ((int32_t *)B->indices)[i] = (int32_t)perm[i];
+    }
+    /* unused pool rows and row gaps hold NaN: reading them poisons the result */
+    const uint16_t nan_in = fp16 ? POISON_F16 : POISON_BF16;
+    B->kv_elems = (size_t)num_slots * a->kv_stride;
+    B->kv = malloc(B->kv_elems * 2);
+    for (size_t i = 0; i < B->kv_elems; i++)
+        B->kv[i] = nan_in;
+    for (int64_t i = 0; i < B->total; i++)
+        for (int ch = 0; ch < QK; ch++)
+            B->kv[perm[i] * a->kv_stride + ch] = rnd_val(fp16);
+    free(perm);
+    B->q_elems = (size_t)T * a->q_stride_t;
+    B->q = malloc(B->q_elems * 2);
+    for (size_t i = 0; i < B->q_elems; i++)
+        B->q[i] = nan_in;
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < H; h++)
+            for (int ch = 0; ch < QK; ch++)
+                B->q[t * a->q_stride_t + h * a->q_stride_h + ch] = rnd_val(fp16);
+    B->vis = malloc((size_t)c->bs * ql * ql);
+    for (int b = 0; b < c->bs; b++) {
+        uint8_t *m = B->vis + (size_t)b * ql * ql;
+        int parent[VATTN_MAX_Q_LEN];
+        for (int i = 0; i < ql; i++) {
+            parent[i] = i == 0 ? -1 : rnd_int(i);
+            for (int j = 0; j < ql; j++)
+                m[i * ql + j] = c->vis == VIS_RANDOM ? (rnd_int(3) == 0) : (c->vis != VIS_TREE && j <= i);
+            if (c->vis == VIS_TREE)
+                for (int k = i; k >= 0; k = parent[k])
+                    m[i * ql + k] = 1;
+        }
+    }
+    a->visibility = c->vis == VIS_CAUSAL_NULL ? NULL : B->vis;
+    B->o_elems = (size_t)T * a->o_stride_t;
+    B->lse_elems = (size_t)T * H;
+}
+
+static void hcall_free(hcall *B)
+{
+    free(B->q);
+    free(B->kv);
+    free(B->indptr);
+    free(B->indices);
+    free(B->vis);
+}
+
+/* ---- parallel CPU reference: one job per (request, group of 8 heads) ---- */
+typedef struct cpujobs {
+    const hcall *B;
+    const vlib *cpu;
+    uint16_t *o;
+    float *lse;
+    int njobs, hg;
+    int next, rc;
+    pthread_mutex_t mu;
+} cpujobs;
+
+static void *cpu_worker(void *arg)
+{
+    cpujobs *J = arg;
+    const vattn_args *A = &J->B->a;
+    const int isz = A->index_type == VATTN_INDEX_INT64 ? 8 : 4;
+    void *ws = NULL;
+    size_t ws_cap = 0;
+    float *lse = malloc(sizeof(float) * VATTN_MAX_Q_LEN * VATTN_MAX_HEADS);
+    for (;;) {
+        pthread_mutex_lock(&J->mu);
+        int job = J->next++;
+        pthread_mutex_unlock(&J->mu);
+        if (job >= J->njobs)
+            break;
+        const int ngroups = (A->num_heads + J->hg - 1) / J->hg;
+        const int b = job / ngroups, h0 = (job % ngroups) * J->hg;
+        const int hn = A->num_heads - h0 < J->hg ? A->num_heads - h0 : J->hg;
+        int32_t indptr[2] = {0, J->B->indptr[b + 1] - J->B->indptr[b]};
+        vattn_args a = *A;
+        a.bs = 1;
+        a.num_heads = hn;
+        a.q = J->B->q + (int64_t)b * A->q_len * A->q_stride_t + h0 * A->q_stride_h;
+        a.kv_cache = J->B->kv;
+        a.kv_indptr = indptr;
+        a.kv_indices = (const char *)J->B->indices + (size_t)J->B->indptr[b] * isz;
+        a.visibility = A->visibility ? J->B->vis + (size_t)b * A->q_len * A->q_len : NULL;
+        a.o = J->o + (int64_t)b * A->q_len * A->o_stride_t + h0 * A->o_stride_h;
+        a.lse = lse;
+        a.max_kv_len = 0;
+        size_t need = J->cpu->ws(&a);
+        if (need > ws_cap) {
+            free(ws);
+            ws_cap = need;
+            ws = aligned_alloc(64, (need + 63) / 64 * 64);
+        }
+        int rc = J->cpu->verify(&a, ws, ws_cap, NULL);
+        if (rc)
+            J->rc = rc;
+        for (int i = 0; i < A->q_len; i++)
+            for (int hh = 0; hh < hn; hh++)
+                J->lse[((int64_t)b * A->q_len + i) * A->num_heads + h0 + hh] = lse[i * hn + hh];
+    }
+    free(ws);
+    free(lse);
+    return NULL;
+}
+
+/* Fills o (host, with B's strides and gaps poisoned) and lse [T*H] from the CPU library. */
+static int cpu_reference(const hcall *B, const vlib *cpu, uint16_t *o, float *lse)
+{
+    const uint16_t p = B->a.dtype == VATTN_DTYPE_FP16 ? POISON_F16 : POISON_BF16;
+    for (size_t i = 0; i < B->o_elems; i++)
+        o[i] = p;
+    long nt = sysconf(_SC_NPROCESSORS_ONLN);
+    if (nt < 1)
+        nt = 1;
+    if (nt > 64)
+        nt = 64;
+    /* head groups small enough for 2 jobs per core, at most 8 heads (fewer KV conversions) */
+    long hg = (long)B->a.bs * B->a.num_heads / (2 * nt);
+    hg = hg < 1 ? 1 : hg > 8 ? 8 : hg;
+    cpujobs J = {.B = B, .cpu = cpu, .o = o, .lse = lse, .hg = (int)hg};
+    J.njobs = B->a.bs * ((B->a.num_heads + J.hg - 1) / J.hg);
+    pthread_mutex_init(&J.mu, NULL);
+    pthread_t th[64];
+    for (long i = 0; i < nt; i++)
+        pthread_create(&th[i], NULL, cpu_worker, &J);
+    for (long i = 0; i < nt; i++)
+        pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&J.mu);
+    return J.rc;
+}
+
+/* ---- device copy ---- */
+typedef struct dcall {
+    vattn_args a; /* device pointers */
+    void *q, *kv, *indptr, *indices, *vis, *o, *lse, *ws;
+    size_t ws_bytes;
+} dcall;
+
+static void dcall_upload(const hcall *B, dcall *D)
+{
+    memset(D, 0, sizeof *D);
+    D->a = B->a;
+    CK(cudaMalloc(&D->q, B->q_elems * 2));
+    CK(cudaMemcpy(D->q, B->q, B->q_elems * 2, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&D->kv, B->kv_elems * 2));
+    CK(cudaMemcpy(D->kv, B->kv, B->kv_elems * 2, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&D->indptr, sizeof(int32_t) * (B->a.bs + 1)));
+    CK(cudaMemcpy(D->indptr, B->indptr, sizeof(int32_t) * (B->a.bs + 1), cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&D->indices, B->idx_bytes + 8));
+    CK(cudaMemcpy(D->indices, B->indices, B->idx_bytes, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&D->vis, (size_t)B->a.bs * B->a.q_len * B->a.q_len));
+    CK(cudaMemcpy(D->vis, B->vis, (size_t)B->a.bs * B->a.q_len * B->a.q_len, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&D->o, B->o_elems * 2));
+    CK(cudaMalloc(&D->lse, B->lse_elems * 4));
+    D->a.q = D->q;
+    D->a.kv_cache = D->kv;
+    D->a.kv_indptr = D->indptr;
+    D->a.kv_indices = D->indices;
+    D->a.visibility = B->a.visibility ? D->vis : NULL;
+    D->a.o = D->o;
+    D->a.lse = B->a.lse ? D->lse : NULL;
+}
+
+static void dcall_ws(dcall *D, const vlib *L)
+{
+    D->ws_bytes = L->ws(&D->a);
+    if (D->ws_bytes)
+        CK(cudaMalloc(&D->ws, D->ws_bytes));
+}
+
+static void dcall_poison(const hcall *B, dcall *D)
+{
+    const uint16_t p = B->a.dtype == VATTN_DTYPE_FP16 ? POISON_F16 : POISON_BF16;
+    /* 0x7fc1 / 0x7e01 repeated: memset cannot write a 16-bit pattern, use a 2D copy of one row */
+    static uint16_t *row;
+    static size_t row_cap;
+    if (row_cap < B->o_elems) {
+        free(row);
+        row = malloc(B->o_elems * 2);
+        row_cap = B->o_elems;
+    }
+    for (size_t i = 0; i < B->o_elems; i++)
+        row[i] = p;
+    CK(cudaMemcpy(D->o, row, B->o_elems * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemset(D->lse, 0xff, B->lse_elems * 4)); /* 0xffffffff = NaN */
+}
+
+static void dcall_free(dcall *D)
+{
+    cudaFree(D->q);
+    cudaFree(D->kv);
+    cudaFree(D->indptr);
+    cudaFree(D->indices);
+    cudaFree(D->vis);
+    cudaFree(D->o);
+    cudaFree(D->lse);
+    if (D->ws)
+        cudaFree(D->ws);
+}
+
+/* ---- comparison ---- */
+typedef struct cmpres {
+    int ok;
+    double rel, worst, lse_err;
+    int wb, wt, wh, wc;
+    char why[200];
+} cmpres;
+
+static void compare_out(const hcall *B, const uint16_t *o, const float *lse, const uint16_t *ro,
+                        const float *rlse, int check_lse, cmpres *R)
+{
+    const vattn_args *a = &B->a;
+    const int fp16 = a->dtype == VATTN_DTYPE_FP16, ql = a->q_len, H = a->num_heads;
+    const int64_t T = (int64_t)a->bs * ql;
+    const uint16_t pz = fp16 ? POISON_F16 : POISON_BF16;
+    memset(R, 0, sizeof *R);
+    double num = 0, den = 0;
+    R->worst = -1;
+    for (size_t i = 0; i < B->o_elems && !R->why[0]; i++) {
+        int64_t r = (int64_t)(i % a->o_stride_t);
+        int owned = r / a->o_stride_h < H && r % a->o_stride_h < DV;
+        if (!owned && o[i] != pz)
+            snprintf(R->why, sizeof R->why, "output gap element %zu written", i);
+    }
+    for (int64_t t = 0; t < T && !R->why[0]; t++)
+        for (int h = 0; h < H && !R->why[0]; h++)
+            for (int c = 0; c < DV; c++) {
+                size_t k = t * a->o_stride_t + h * a->o_stride_h + c;
+                double v = dec(o[k], fp16), r = dec(ro[k], fp16);
+                if (isnan(v) != isnan(r) || ((isinf(v) || isinf(r)) && v != r)) {
+                    snprintf(R->why, sizeof R->why, "NaN/Inf mismatch at (req %lld, tok %lld, head %d, ch %d): %g vs ref %g",
+                             (long long)(t / ql), (long long)(t % ql), h, c, v, r);
+                    break;
+                }
+                if (!isfinite(r))
+                    continue;
+                double d = fabs(v - r);
+                num += d * d;
+                den += r * r;
+                if (d > R->worst) {
+                    R->worst = d;
+                    R->wb = (int)(t / ql);
+                    R->wt = (int)(t % ql);
+                    R->wh = h;
+                    R->wc = c;
+                }
+            }
+    R->rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    if (!R->why[0] && !(R->rel <= 1e-2))
+        snprintf(R->why, sizeof R->why, "rel L2 %.3e > 1e-2", R->rel);
+    /* a single wrong element hides in a norm: each element within 2e-2 (|ref| + rms) */
+    const double rms = sqrt(den / ((double)T * H * DV));
+    if (!R->why[0] && R->worst >= 0) {
+        size_t k = (size_t)((int64_t)R->wb * ql + R->wt) * a->o_stride_t + R->wh * a->o_stride_h + R->wc;
+        double r = dec(ro[k], fp16);
+        for (int64_t t = 0; t < T && !R->why[0]; t++)
+            for (int h = 0; h < H && !R->why[0]; h++)
+                for (int c = 0; c < DV; c++) {
+                    size_t kk = t * a->o_stride_t + h * a->o_stride_h + c;
+                    double v = dec(o[kk], fp16), rr = dec(ro[kk], fp16);
+                    if (isfinite(rr) && fabs(v - rr) > 2e-2 * (fabs(rr) + rms)) {
+                        snprintf(R->why, sizeof R->why, "element (req %lld, tok %lld, head %d, ch %d) = %g vs ref %g",
+                                 (long long)(t / ql), (long long)(t % ql), h, c, v, rr);
+                        break;
+                    }
+                }
+        (void)r;
+    }
+    if (check_lse)
+        for (int64_t i = 0; i < T * H && !R->why[0]; i++) {
+            double r = rlse[i], v = lse[i];
+            if (isnan(r) != isnan(v) || ((isinf(r) || isinf(v)) && r != v)) {
+                snprintf(R->why, sizeof R->why, "lse NaN/Inf mismatch at (req %lld, tok %lld, head %lld): %g vs %g",
+                         (long long)(i / H / ql), (long long)(i / H % ql), (long long)(i % H), v, r);
+                break;
+            }
+            if (!isfinite(r))
+                continue;
+            double d = fabs(v - r) / (1.0 + fabs(r));
+            if (d > R->lse_err)
+                R->lse_err = d;
+            if (d > 1e-3)
+                snprintf(R->why, sizeof R->why, "lse error %.2e at (req %lld, tok %lld, head %lld)", d,
+                         (long long)(i / H / ql), (long long)(i / H % ql), (long long)(i % H));
+        }
+    R->ok = !R->why[0];
+}
+
+#endif

@@ -67,6 +67,9 @@ typedef struct kcap_arg_desc {
     const char *pool_rows;   /* ROWS: rows in the pool (for range checks and rebuild) */
     int optional;            /* a NULL pointer is allowed: tensor then absent from the file */
     const char *doc;         /* one line for FORMAT.md / kcap info */
+    /* IGNORED fields only (added): the value rebuild puts in the field, an expression that
+     * may use `args_size` (sizeof the args struct); NULL = 0. E.g. struct_size = "args_size". */
+    const char *fill;
 } kcap_arg_desc;
 
 typedef struct kcap_call_desc {
@@ -84,6 +87,9 @@ typedef struct kcap_call_desc {
 int kcap_call_count(void);
 const kcap_call_desc *kcap_call_at(int i);
 const kcap_call_desc *kcap_call_find(const char *name);
+/* (added) Register one more description at run time (tests, experiments); the pointer must
+ * stay valid. KCAP_ERR_ARG if the name exists, KCAP_ERR_FULL past 16 extra calls. */
+int kcap_call_register(const kcap_call_desc *d);
 
 /*
  * Memory access used by record/rebuild: host memory (memcpy) or device memory (CUDA).
@@ -147,8 +153,18 @@ int kcap_call_fetch_output(const kcap_call_desc *d, const kcap_rebuilt *r,
                            const kcap_snapshot *snap, const char *name,
                            const kcap_mem_ops *mem, void *dst_host, kcap_error *err);
 
-/* Check a snapshot's tensors (presence, dtype, shape) against the description. */
+/* Check a snapshot's tensors (presence, dtype, shape) against the description; with data
+ * loaded also index ranges of ROWS tensors and that rows of one slot are identical. */
 int kcap_call_validate(const kcap_call_desc *d, const kcap_snapshot *snap, kcap_error *err);
+/* (added) Same; headers_only = 1 skips every check that needs tensor data (shapes that
+ * depend on an index tensor's values, index ranges, duplicate rows): for read_header. */
+int kcap_call_validate_ex(const kcap_call_desc *d, const kcap_snapshot *snap, int headers_only,
+                          kcap_error *err);
+
+/* (added) The description as a Markdown table (malloc'd text, caller frees; NULL on
+ * allocation failure): stored in every file as the root attribute call_description and
+ * printed by `kcap info --desc`. */
+char *kcap_call_describe(const kcap_call_desc *d);
 
 /*
  * Evaluate a shape/stride expression: integer literals, identifiers (scalar names and

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# test_cli.sh — `kcap info` (text and --json), `kcap check` (files and directories, OK/BAD
+# lines, exit status) and `kcap ls` (one line per snapshot, sorted by time then seq), and
+# --help / usage errors of each.
+set -u
+B=${KCAP_BUILD:-build}
+K=$B/bin/kcap
+PY=${PYTHON:-/usr/bin/python3}
+[ -x "$K" ] || { echo "FAIL: $K not built"; exit 1; }
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+T=$B/tests/formats/tool_mksnap
+mkdir -p "$work/snaps/sub"
+$T snap "$work/snaps/c.h5" - 5 2026-03-01T10:00:00.000Z || bad "mksnap"
+$T snap "$work/snaps/a.h5" - 9 2026-03-01T09:00:00.000Z || bad "mksnap"
+$T snap "$work/snaps/b.h5" - 2 2026-03-01T10:00:00.000Z || bad "mksnap"
+$T snap "$work/snaps/sub/d.h5" - 1 2026-03-02T00:00:00.000Z || bad "mksnap"
+
+for c in info check ls; do
+    $K $c --help | grep -q "usage: kcap $c" || bad "kcap $c --help"
+    $K $c >/dev/null 2>&1; [ $? -eq 2 ] || bad "kcap $c without arguments should exit 2"
+done
+
+out=$($K info "$work/snaps/a.h5") || bad "kcap info exit"
+for w in "vattn_verify" "seq 9" "2026-03-01T09:00:00.000Z" "kv_cache" "bfloat16" "[22,576]" "ratio" "total" "rank 3"; do
+    grep -qF -- "$w" <<<"$out" || bad "kcap info lacks '$w'"
+done
+$K info --json "$work/snaps/a.h5" > "$work/a.json" || bad "info --json exit"
+$PY - "$work/a.json" <<'PYEOF' || bad "info --json content"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["call"] == "vattn_verify" and j["seq"] == 9 and j["rank"] == 3, j
+t = {x["name"]: x for x in j["tensors"]}
+assert t["kv_cache"]["shape"] == [22, 576] and t["kv_cache"]["dtype"] == "bfloat16"
+assert t["q"]["strides"] == [8 * 600 + 40, 600, 1], t["q"]
+assert j["raw_bytes"] == sum(x["raw_bytes"] for x in j["tensors"]) and j["ratio"] > 1
+assert j["scalars"]["sm_scale"] == 0.0625
+PYEOF
+$K info --desc "$work/snaps/a.h5" | grep -q "| kv_cache | input |" || bad "info --desc"
+$K info "$work/nope.h5" 2>"$work/err"; [ $? -eq 1 ] && grep -q "nope.h5" "$work/err" || bad "info of a missing file"
+
+$K check "$work/snaps" > "$work/check" || bad "check of a good directory"
+[ "$(grep -c '^OK ' "$work/check")" -eq 4 ] || bad "check should list 4 OK files: $(cat "$work/check")"
+$K check tests/formats/corpus > "$work/check2"; rc=$?
+[ $rc -eq 1 ] || bad "check of the corrupt corpus should exit 1 (got $rc)"
+nbad=$(ls tests/formats/corpus | grep -c '^bad-'); nok=$(ls tests/formats/corpus | grep -c '^ok-')
+[ "$(grep -c '^BAD ' "$work/check2")" -eq "$nbad" ] || bad "check: want $nbad BAD lines"
+[ "$(grep -c '^OK ' "$work/check2")" -eq "$nok" ] || bad "check: want $nok OK lines"
+grep -q "^BAD  tests/formats/corpus/bad-truncated.h5: truncated" "$work/check2" || bad "check names the reason"
+cat "$work/check2"
+
+out=$($K ls "$work/snaps") || bad "ls exit"
+echo "$out"
+order=$(echo "$out" | tail -n +2 | awk '{print $2}' | tr '\n' ' ')
+[ "$order" = "9 2 5 " ] || bad "ls order by time then seq: got '$order'"
+echo "$out" | grep -q "bs=3 q_len=4 H=8 kv_rows=22" || bad "ls shape summary"
+[ "$($K ls -r "$work/snaps" | tail -n +2 | wc -l)" -eq 4 ] || bad "ls -r"
+$K ls tests/formats/corpus >/dev/null 2>&1; [ $? -eq 1 ] || bad "ls with bad files exits 1"
+[ $fail -eq 0 ] && echo "cli ok"
+exit $fail

@@ -1,0 +1,135 @@
+/*
+ * test_corrupt.c — the reader against damaged input: every file of the seed corpus
+ * (tests/formats/corpus: ok-* must read, bad-* must be refused with the expected error
+ * code and a message naming the file), then systematic damage to a valid snapshot: every
+ * truncation length on a grid and single-bit flips spread over the whole file must be
+ * refused (never read, never crash), flips in stored data naming the damaged dataset.
+ */
+#include "fmt_testutil.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CORPUS "tests/formats/corpus"
+
+static const struct {
+    const char *prefix;
+    int code;
+} expect[] = {
+    {"bad-shape", KCAP_ERR_SHAPE},        {"bad-truncated", KCAP_ERR_CORRUPT},
+    {"bad-bitflip-body", KCAP_ERR_CHECKSUM}, {"bad-bitflip-header", KCAP_ERR_CORRUPT},
+    {"bad-version", KCAP_ERR_VERSION},    {"bad-sealed-version2", KCAP_ERR_VERSION},
+    {"bad-foreign-hdf5", KCAP_ERR_NOT_SNAPSHOT}, {"bad-empty", KCAP_ERR_NOT_SNAPSHOT},
+    {"bad-text", KCAP_ERR_NOT_SNAPSHOT},  {"bad-huge-shape", KCAP_ERR_NOMEM},
+};
+
+static void *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *b = malloc((size_t)len + 1);
+    *n = fread(b, 1, (size_t)len, f);
+    fclose(f);
+    return b;
+}
+
+static int put(const char *path, const void *b, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    fwrite(b, 1, n, f);
+    return fclose(f);
+}
+
+static void corpus(void)
+{
+    DIR *d = opendir(CORPUS);
+    CHECK(d != NULL, "corpus directory %s (run from the repository root)", CORPUS);
+    if (!d)
+        return;
+    struct dirent *e;
+    int nok = 0, nbad = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", CORPUS, e->d_name);
+        kcap_snapshot *s = NULL, *h = NULL;
+        kcap_error err = {0}, err2 = {0}, err3 = {0};
+        int rc = kcap_snapshot_read(path, &s, &err);
+        int rh = kcap_snapshot_read_header(path, &h, NULL, &err2);
+        int rk = kcap_snapshot_check(path, &err3);
+        if (!strncmp(e->d_name, "ok-", 3)) {
+            nok++;
+            CHECK(rc == 0 && rh == 0 && rk == 0, "%s must read: %s", path, err.msg);
+        } else {
+            nbad++;
+            int want = -1;
+            for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++)
+                if (!strncmp(e->d_name, expect[i].prefix, strlen(expect[i].prefix)))
+                    want = expect[i].code;
+            CHECK(rc != 0 && !s && rk == rc, "%s must be refused", path);
+            CHECK(want < 0 || rc == want, "%s: code %d (%s), want %d: %s", path, rc,
+                  kcap_err_string(rc), want, err.msg);
+            CHECK(strstr(err.msg, path) != NULL, "%s: message names the file: %s", path, err.msg);
+            printf("  %-48s %s\n", e->d_name, err.msg + strlen(path) + 2);
+        }
+        kcap_snapshot_free(s);
+        kcap_snapshot_free(h);
+    }
+    closedir(d);
+    CHECK(nok >= 2 && nbad >= 10, "corpus has %d ok and %d bad files", nok, nbad);
+}
+
+static void damage(void)
+{
+    size_t n = 0;
+    uint8_t *b = slurp(CORPUS "/ok-small-strided.h5", &n);
+    CHECK(b && n > 20000, "valid seed");
+    if (!b)
+        return;
+    char *p = tu_path("damaged.h5");
+    int read_ok = 0, unnamed = 0, tries = 0;
+    for (size_t len = 0; len < n; len += n / 61 + 1) {
+        put(p, b, len);
+        kcap_snapshot *s = NULL;
+        kcap_error err = {0};
+        read_ok += kcap_snapshot_read(p, &s, &err) == 0;
+        kcap_snapshot_free(s);
+        tries++;
+    }
+    CHECK(!read_ok, "%d of %d truncations read as valid", read_ok, tries);
+    read_ok = tries = 0;
+    for (size_t pos = 0; pos < n; pos += n / 307 + 1) {
+        b[pos] ^= (uint8_t)(1u << (pos % 8));
+        put(p, b, n);
+        kcap_snapshot *s = NULL;
+        kcap_error err = {0};
+        int rc = kcap_snapshot_read(p, &s, &err);
+        b[pos] ^= (uint8_t)(1u << (pos % 8));
+        read_ok += rc == 0;
+        /* damage past the header is located: a dataset or the HDF5 metadata is named */
+        if (rc && pos >= 16384 && !strstr(err.msg, "/inputs/") && !strstr(err.msg, "/outputs/") &&
+            !strstr(err.msg, "HDF5 metadata") && unnamed++ < 3)
+            fprintf(stderr, "unnamed damage at %zu: %s\n", pos, err.msg);
+        kcap_snapshot_free(s);
+        tries++;
+    }
+    CHECK(!read_ok, "%d of %d bit flips read as valid", read_ok, tries);
+    CHECK(!unnamed, "%d flips without a dataset named", unnamed);
+    free(b);
+}
+
+int main(void)
+{
+    corpus();
+    damage();
+    printf("%s (%d failures)\n", tu_failures ? "FAILED" : "ok", tu_failures);
+    return tu_failures ? 1 : 0;
+}

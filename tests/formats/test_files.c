@@ -1,0 +1,159 @@
+/*
+ * test_files.c — the file-system contract of kcap_snapshot_write: 0600 files and 0700
+ * directories (whatever the umask), no partial file left when the write fails (file size
+ * limit in a child, missing directory, directory in the way), no symlink followed or
+ * replaced, an existing snapshot atomically replaced, and writers and readers running in
+ * several threads at once (the global HDF5 lock).
+ */
+#include "fmt_testutil.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static kcap_snapshot *small_snap(uint64_t seed, tu_vattn *v)
+{
+    kcap_error err = {0};
+    tu_vattn_make(v, 2, 3, 4, 100, 0, VATTN_INDEX_INT64, 1, 1, 1, seed);
+    return tu_vattn_snapshot(v, &err);
+}
+
+typedef struct {
+    int id, fails;
+} thr;
+
+static void *worker(void *arg)
+{
+    thr *t = arg;
+    tu_vattn v;
+    kcap_snapshot *s = small_snap((uint64_t)t->id, &v);
+    kcap_error err = {0};
+    kcap_writer *w = kcap_writer_create(&(kcap_writer_opts){.threads = 2, .chunk_bytes = 8192,
+                                                            .min_compress_bytes = 2048},
+                                        &err);
+    for (int i = 0; i < 6; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "thr/t%d_%d.h5", t->id, i);
+        kcap_snapshot *b = NULL;
+        if (!s || kcap_snapshot_write(w, s, tu_path(name), &err) ||
+            kcap_snapshot_read(tu_path(name), &b, &err) ||
+            memcmp(b->tensors[3].data, s->tensors[3].data, s->tensors[3].nbytes)) {
+            fprintf(stderr, "thread %d: %s\n", t->id, err.msg);
+            t->fails++;
+        }
+        kcap_snapshot_free(b);
+    }
+    kcap_writer_free(w);
+    kcap_snapshot_free(s);
+    tu_vattn_free(&v);
+    return NULL;
+}
+
+int main(void)
+{
+    tu_vattn v;
+    kcap_error err = {0};
+    kcap_snapshot *s = small_snap(1, &v);
+    CHECK(s != NULL, "snapshot");
+    if (!s)
+        return 1;
+
+    /* permissions: 0600 / 0700 even with a permissive umask */
+    mode_t old = umask(0);
+    char *dir = tu_path("a/b/c");
+    CHECK_OK(kcap_mkdir_private(dir, &err), err);
+    struct stat st;
+    const char *levels[] = {"a", "a/b", "a/b/c"};
+    for (int i = 0; i < 3; i++)
+        CHECK(!stat(tu_path(levels[i]), &st) && (st.st_mode & 0777) == 0700, "%s mode %o",
+              levels[i], st.st_mode & 0777);
+    CHECK_OK(kcap_mkdir_private(dir, &err), err); /* exists: fine */
+    char *file = tu_path("a/b/c/s.h5");
+    CHECK_OK(kcap_snapshot_write(NULL, s, file, &err), err);
+    CHECK(!stat(file, &st) && (st.st_mode & 0777) == 0600, "file mode %o", st.st_mode & 0777);
+    umask(old);
+    CHECK(count_entries(dir) == 1, "only the snapshot in the directory");
+    /* replacing an existing snapshot */
+    CHECK_OK(kcap_snapshot_write(NULL, s, file, &err), err);
+    CHECK_OK(kcap_snapshot_check(file, &err), err);
+    CHECK(count_entries(dir) == 1, "replaced in place");
+
+    /* symlinks: never followed, never replaced */
+    char *target = tu_path("victim.txt"), *link = tu_path("a/b/c/link.h5");
+    FILE *f = fopen(target, "w");
+    fputs("precious", f);
+    fclose(f);
+    CHECK(!symlink(target, link), "symlink");
+    int rc = kcap_snapshot_write(NULL, s, link, &err);
+    CHECK(rc == KCAP_ERR_IO && strstr(err.msg, "symbolic link"), "write to a symlink: %s", err.msg);
+    CHECK(!lstat(link, &st) && S_ISLNK(st.st_mode) && !stat(target, &st) && st.st_size == 8,
+          "link and its target untouched");
+    char *dlink = tu_path("dirlink");
+    CHECK(!symlink(dir, dlink), "dir symlink");
+    rc = kcap_mkdir_private(dlink, &err);
+    CHECK(rc == KCAP_ERR_IO && strstr(err.msg, "symbolic link"), "mkdir on a symlink: %s", err.msg);
+
+    /* failures leave nothing behind */
+    rc = kcap_snapshot_write(NULL, s, tu_path("missing/dir/s.h5"), &err);
+    CHECK(rc == KCAP_ERR_IO && strstr(err.msg, "missing/dir"), "missing dir: %s", err.msg);
+    CHECK_OK(kcap_mkdir_private(tu_path("d"), &err), err);
+    CHECK_OK(kcap_mkdir_private(tu_path("d/x.h5"), &err), err);
+    rc = kcap_snapshot_write(NULL, s, tu_path("d/x.h5"), &err);
+    CHECK(rc == KCAP_ERR_IO && strstr(err.msg, "not a regular file"), "dir in the way: %s", err.msg);
+    CHECK(count_entries(tu_path("d")) == 1, "nothing left beside the directory");
+    /* a file size limit (like ENOSPC) in a child: the write fails, nothing is left */
+    char *full = tu_path("full");
+    CHECK_OK(kcap_mkdir_private(full, &err), err);
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {20000, 20000};
+        setrlimit(RLIMIT_FSIZE, &rl);
+        kcap_error e2 = {0};
+        int r = kcap_snapshot_write(NULL, s, tu_path("full/s.h5"), &e2);
+        fprintf(stderr, "child: rc %d: %s\n", r, e2.msg);
+        _exit(r == 0 ? 1 : strstr(e2.msg, "full/s.h5") ? 0 : 2);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "write under RLIMIT_FSIZE fails cleanly (%d)",
+          status);
+    CHECK(count_entries(full) == 0, "no partial or temp file left (%d entries)", count_entries(full));
+
+    /* several writers and readers at once */
+    CHECK_OK(kcap_mkdir_private(tu_path("thr"), &err), err);
+    pthread_t th[4];
+    thr t[4];
+    for (int i = 0; i < 4; i++) {
+        t[i] = (thr){i, 0};
+        pthread_create(&th[i], NULL, worker, &t[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(t[i].fails == 0, "thread %d failed %d times", i, t[i].fails);
+    }
+    CHECK(count_entries(tu_path("thr")) == 24, "24 snapshots from 4 threads");
+    kcap_snapshot_free(s);
+    tu_vattn_free(&v);
+    printf("%s (%d failures)\n", tu_failures ? "FAILED" : "ok", tu_failures);
+    return tu_failures ? 1 : 0;
+}

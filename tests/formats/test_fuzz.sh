@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# test_fuzz.sh — the reader under ASan/UBSan via the libFuzzer target: first every file of
+# the seed corpus (valid and corrupt) once, then a short fuzzing session (KCAP_FUZZ_SECONDS,
+# default 25) on a scratch copy of the corpus. Skips (77) where clang/libFuzzer is missing.
+set -u
+B=${KCAP_BUILD:-build}
+F=$B/tests/formats/fuzz_reader
+C=tests/formats/corpus
+[ -x "$F" ] || { echo "clang with libFuzzer not available: fuzz target not built"; exit 77; }
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}:allocator_may_return_null=1
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}:halt_on_error=1
+"$F" -rss_limit_mb=4096 "$C"/* || { echo "FAIL: corpus run"; exit 1; }
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+cp "$C"/* "$work"/
+"$F" -max_total_time="${KCAP_FUZZ_SECONDS:-25}" -timeout=20 -rss_limit_mb=4096 -max_len=65536 \
+    -print_final_stats=1 "$work" 2>&1 | tail -n 25
+rc=${PIPESTATUS[0]}
+[ "$rc" -eq 0 ] || { echo "FAIL: fuzzing found a problem (exit $rc)"; exit 1; }
+echo "fuzz ok"

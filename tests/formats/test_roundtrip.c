@@ -1,0 +1,268 @@
+/*
+ * test_roundtrip.c — record a hand-built vattn call (strided q/o, padded KV pool with
+ * duplicate slots, int32/int64 indices, optional tensors present/absent) -> write -> read
+ * -> compare every byte, then rebuild in ORIGINAL / REMAP / AUTO pool modes and check the
+ * rebuilt memory: values at the original strides, gaps and outputs poisoned, remapped
+ * slots in their original relative order; fetch_output round trip.
+ */
+#include "fmt_testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int bs, q_len, H;
+    int64_t slots;
+    int index_type, vis, lse, padded;
+    size_t chunk;
+} tcase;
+
+static const tcase cases[] = {
+    {2, 3, 4, 64, VATTN_INDEX_INT64, 1, 1, 1, 64 << 10},
+    {3, 4, 2, 50, VATTN_INDEX_INT32, 0, 0, 1, 16 << 10},
+    {1, 1, 1, 3, VATTN_INDEX_INT64, 0, 1, 0, 4 << 10},
+    {4, 8, 16, 300, VATTN_INDEX_INT32, 1, 0, 0, 0},
+    {5, 7, 3, 1000, VATTN_INDEX_INT64, 1, 1, 1, 8 << 10},
+};
+
+static int64_t idx_at(const tu_vattn *v, const vattn_args *a, const void *ind, int64_t i)
+{
+    return a->index_type == VATTN_INDEX_INT32 ? ((const int32_t *)ind)[i]
+                                              : ((const int64_t *)ind)[i];
+    (void)v;
+}
+
+static void compare_snap(const kcap_snapshot *a, const kcap_snapshot *b, const char *what)
+{
+    CHECK(a->nscalars == b->nscalars, "%s: scalars %d vs %d", what, a->nscalars, b->nscalars);
+    CHECK(a->ntensors == b->ntensors, "%s: tensors %d vs %d", what, a->ntensors, b->ntensors);
+    for (int i = 0; i < a->nscalars && i < b->nscalars; i++) {
+        const kcap_scalar *x = &a->scalars[i], *y = kcap_snapshot_scalar(b, x->name);
+        CHECK(y && y->type == x->type && y->i == x->i && (y->f == x->f),
+              "%s: scalar %s", what, x->name);
+    }
+    for (int i = 0; i < a->ntensors; i++) {
+        const kcap_tensor *x = &a->tensors[i], *y = kcap_snapshot_tensor(b, x->name, x->dir);
+        CHECK(y != NULL, "%s: tensor %s missing", what, x->name);
+        if (!y)
+            continue;
+        CHECK(y->dtype == x->dtype && y->ndim == x->ndim && y->nbytes == x->nbytes &&
+                  y->has_strides == x->has_strides,
+              "%s: tensor %s header", what, x->name);
+        for (int k = 0; k < x->ndim; k++)
+            CHECK(x->shape[k] == y->shape[k] && (!x->has_strides || x->strides[k] == y->strides[k]),
+                  "%s: %s dim %d", what, x->name, k);
+        if (x->nbytes == y->nbytes && x->data && y->data) {
+            size_t bad = 0;
+            while (bad < x->nbytes && ((uint8_t *)x->data)[bad] == ((uint8_t *)y->data)[bad])
+                bad++;
+            CHECK(bad == x->nbytes, "%s: %s differs first at byte %zu", what, x->name, bad);
+        }
+    }
+    const kcap_meta *m = &a->meta, *n = &b->meta;
+    CHECK(!strcmp(m->call, n->call) && m->abi_version == n->abi_version &&
+              !strcmp(m->time_utc, n->time_utc) && !strcmp(m->host, n->host) &&
+              m->pid == n->pid && m->rank == n->rank && m->seq == n->seq &&
+              !strcmp(m->lib_hash, n->lib_hash) && !strcmp(m->lib_path, n->lib_path) &&
+              !strcmp(m->kcap_version, n->kcap_version) && n->format_major == 1,
+          "%s: metadata differs", what);
+}
+
+static void check_recorded(const tu_vattn *v, const kcap_snapshot *s)
+{
+    const vattn_args *a = &v->a;
+    const kcap_tensor *q = kcap_snapshot_tensor(s, "q", KCAP_DIR_IN);
+    const kcap_tensor *kv = kcap_snapshot_tensor(s, "kv_cache", KCAP_DIR_IN);
+    CHECK(q && kv, "q/kv recorded");
+    if (!q || !kv)
+        return;
+    int T = a->bs * a->q_len;
+    int bad = 0;
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < a->num_heads; h++)
+            bad += memcmp((uint16_t *)q->data + ((size_t)t * a->num_heads + h) * 576,
+                          (uint16_t *)v->q + t * a->q_stride_t + h * a->q_stride_h, 1152) != 0;
+    CHECK(!bad, "q gathered from its strided view (%d rows differ)", bad);
+    CHECK(kv->shape[0] == v->nnz && kv->has_strides && kv->strides[0] == a->kv_stride,
+          "kv_cache [%lld] rows stride %lld", (long long)kv->shape[0], (long long)kv->strides[0]);
+    bad = 0;
+    for (int64_t i = 0; i < v->nnz; i++)
+        bad += memcmp((uint16_t *)kv->data + i * 576,
+                      (uint16_t *)v->kv + idx_at(v, a, v->indices, i) * a->kv_stride, 1152) != 0;
+    CHECK(!bad, "kv rows gathered in index order (%d differ)", bad);
+    CHECK(!kcap_snapshot_tensor(s, "visibility", KCAP_DIR_IN) == !v->vis, "visibility presence");
+    CHECK(!kcap_snapshot_tensor(s, "lse", KCAP_DIR_OUT) == !v->lse, "lse presence");
+}
+
+static int all_ff(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != 0xFF)
+            return 0;
+    return 1;
+}
+
+static void check_rebuilt(const tu_vattn *v, const kcap_snapshot *s, kcap_pool_mode mode)
+{
+    const kcap_call_desc *d = kcap_call_find("vattn_verify");
+    const kcap_mem_ops *m = kcap_host_mem_ops();
+    kcap_rebuilt r;
+    kcap_error err = {0};
+    int rc = kcap_call_rebuild(d, s, m, mode, 1 << 20, &r, &err);
+    CHECK_OK(rc, err);
+    if (rc)
+        return;
+    const vattn_args *a = &v->a, *b = r.args;
+    int T = a->bs * a->q_len, H = a->num_heads;
+    CHECK(b->struct_size == sizeof(vattn_args) && b->reserved0 == 0, "struct_size %u", b->struct_size);
+    CHECK(b->bs == a->bs && b->q_len == a->q_len && b->num_heads == H && b->sm_scale == a->sm_scale &&
+              b->q_stride_t == a->q_stride_t && b->kv_stride == a->kv_stride &&
+              b->o_stride_h == a->o_stride_h && b->dtype == a->dtype && b->index_type == a->index_type,
+          "scalars restored");
+    /* q: values at the original strides, gaps poisoned */
+    size_t qspan = v->q_bytes;
+    uint8_t *mask = calloc(1, qspan);
+    int bad = 0;
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < H; h++) {
+            size_t off = ((size_t)t * (size_t)a->q_stride_t + (size_t)h * (size_t)a->q_stride_h) * 2;
+            bad += memcmp((const uint8_t *)b->q + off, (const uint8_t *)v->q + off, 1152) != 0;
+            memset(mask + off, 1, 1152);
+        }
+    int gap_bad = 0;
+    for (size_t i = 0; i < qspan; i++)
+        gap_bad += !mask[i] && ((const uint8_t *)b->q)[i] != 0xFF;
+    free(mask);
+    CHECK(!bad && !gap_bad, "q rebuilt (%d rows differ, %d gap bytes not poisoned)", bad, gap_bad);
+    CHECK(!memcmp(b->kv_indptr, a->kv_indptr, sizeof(int32_t) * (size_t)(a->bs + 1)), "indptr");
+    CHECK(!b->visibility == !a->visibility &&
+              (!a->visibility || !memcmp(b->visibility, a->visibility, (size_t)a->bs * a->q_len * a->q_len)),
+          "visibility");
+    /* the pool */
+    int remapped = mode == KCAP_POOL_REMAP ||
+                   (mode == KCAP_POOL_AUTO && (size_t)a->num_slots * a->kv_stride * 2 > (1 << 20));
+    CHECK(r.pool_remapped == remapped, "pool_remapped %d want %d", r.pool_remapped, remapped);
+    bad = 0;
+    for (int64_t i = 0; i < v->nnz; i++) {
+        int64_t old = idx_at(v, a, a->kv_indices, i), now = idx_at(v, b, b->kv_indices, i);
+        bad += memcmp((const uint16_t *)b->kv_cache + now * b->kv_stride,
+                      (const uint16_t *)v->kv + old * a->kv_stride, 1152) != 0;
+        if (!remapped)
+            bad += now != old;
+        for (int64_t j = 0; remapped && j < v->nnz; j++) { /* relative order kept */
+            int64_t oj = idx_at(v, a, a->kv_indices, j), nj = idx_at(v, b, b->kv_indices, j);
+            bad += (old < oj) != (now < nj) || (old == oj) != (now == nj);
+        }
+    }
+    CHECK(!bad, "kv pool rows / indices (%d problems, mode %d)", bad, (int)mode);
+    if (remapped) {
+        int64_t maxid = -1;
+        for (int64_t i = 0; i < v->nnz; i++)
+            if (idx_at(v, b, b->kv_indices, i) > maxid)
+                maxid = idx_at(v, b, b->kv_indices, i);
+        CHECK(b->num_slots == maxid + 1, "remapped num_slots %lld, max id %lld",
+              (long long)b->num_slots, (long long)maxid);
+    } else {
+        CHECK(b->num_slots == a->num_slots, "num_slots kept");
+        /* a slot nobody references is poisoned */
+        for (int64_t sl = 0; sl < a->num_slots; sl++) {
+            int used = 0;
+            for (int64_t i = 0; i < v->nnz && !used; i++)
+                used = idx_at(v, a, a->kv_indices, i) == sl;
+            if (!used) {
+                CHECK(all_ff((const uint8_t *)b->kv_cache + sl * a->kv_stride * 2, 1152),
+                      "unreferenced slot %lld poisoned", (long long)sl);
+                break;
+            }
+        }
+    }
+    CHECK(all_ff(b->o, v->o_bytes), "o poisoned");
+    CHECK(!b->lse == !a->lse && (!a->lse || all_ff((void *)b->lse, (size_t)T * H * 4)), "lse poisoned");
+    /* fetch_output: write a pattern into the rebuilt o at its strides, fetch it dense */
+    uint16_t *dense = malloc((size_t)T * H * 512 * 2), *want = malloc((size_t)T * H * 512 * 2);
+    tu_fill(want, (size_t)T * H * 512 * 2, 99);
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < H; h++)
+            memcpy((uint16_t *)b->o + t * b->o_stride_t + h * b->o_stride_h,
+                   want + ((size_t)t * H + h) * 512, 1024);
+    rc = kcap_call_fetch_output(d, &r, s, "o", m, dense, &err);
+    CHECK_OK(rc, err);
+    CHECK(!memcmp(dense, want, (size_t)T * H * 512 * 2), "fetch_output o");
+    free(dense);
+    free(want);
+    kcap_rebuilt_free(&r, m);
+}
+
+int main(void)
+{
+    kcap_writer_opts wo = {.threads = 2, .chunk_bytes = 0, .min_compress_bytes = 4096};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const tcase *tc = &cases[c];
+        for (int dt = 0; dt < 2; dt++) {
+            tu_vattn v;
+            kcap_error err = {0};
+            tu_vattn_make(&v, tc->bs, tc->q_len, tc->H, tc->slots, dt, tc->index_type, tc->vis,
+                          tc->lse, tc->padded, c * 10 + dt);
+            kcap_snapshot *s = tu_vattn_snapshot(&v, &err);
+            CHECK(s != NULL, "record case %zu: %s", c, err.msg);
+            if (!s) {
+                tu_vattn_free(&v);
+                continue;
+            }
+            check_recorded(&v, s);
+            CHECK_OK(kcap_call_validate(kcap_call_find("vattn_verify"), s, &err), err);
+            wo.chunk_bytes = tc->chunk;
+            kcap_writer *w = kcap_writer_create(&wo, &err);
+            CHECK(w != NULL, "writer: %s", err.msg);
+            char name[64];
+            snprintf(name, sizeof name, "case%zu_%d.kcap.h5", c, dt);
+            const char *path = tu_path(name);
+            int rc = kcap_snapshot_write(w, s, path, &err);
+            CHECK_OK(rc, err);
+            kcap_snapshot *back = NULL;
+            rc = kcap_snapshot_read(path, &back, &err);
+            CHECK_OK(rc, err);
+            if (back) {
+                compare_snap(s, back, name);
+                check_rebuilt(&v, back, KCAP_POOL_ORIGINAL);
+                check_rebuilt(&v, back, KCAP_POOL_REMAP);
+                check_rebuilt(&v, back, KCAP_POOL_AUTO);
+            }
+            kcap_snapshot *hdr = NULL;
+            size_t *stored = NULL;
+            rc = kcap_snapshot_read_header(path, &hdr, &stored, &err);
+            CHECK_OK(rc, err);
+            if (hdr) {
+                CHECK(hdr->ntensors == s->ntensors && stored, "header tensors");
+                for (int i = 0; i < hdr->ntensors; i++)
+                    CHECK(hdr->tensors[i].data == NULL && stored[i] > 0 &&
+                              hdr->tensors[i].nbytes == s->tensors[i].nbytes,
+                          "header tensor %d", i);
+            }
+            CHECK_OK(kcap_snapshot_check(path, &err), err);
+            free(stored);
+            kcap_snapshot_free(hdr);
+            kcap_snapshot_free(back);
+            kcap_snapshot_free(s);
+            kcap_writer_free(w);
+            tu_vattn_free(&v);
+        }
+    }
+    /* a writer of NULL (defaults) also works */
+    {
+        tu_vattn v;
+        kcap_error err = {0};
+        tu_vattn_make(&v, 2, 2, 2, 16, 0, 1, 0, 0, 0, 5);
+        kcap_snapshot *s = tu_vattn_snapshot(&v, &err);
+        CHECK_OK(kcap_snapshot_write(NULL, s, tu_path("nullwriter.h5"), &err), err);
+        kcap_snapshot *b = NULL;
+        CHECK_OK(kcap_snapshot_read(tu_path("nullwriter.h5"), &b, &err), err);
+        if (b)
+            compare_snap(s, b, "nullwriter");
+        kcap_snapshot_free(b);
+        kcap_snapshot_free(s);
+        tu_vattn_free(&v);
+    }
+    printf("%s (%d failures)\n", tu_failures ? "FAILED" : "ok", tu_failures);
+    return tu_failures ? 1 : 0;
+}

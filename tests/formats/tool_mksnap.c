@@ -1,0 +1,227 @@
+/*
+ * tool_mksnap.c — test helper (not a test): writes small snapshots for the shell tests and
+ * the fuzz seed corpus.
+ *   tool_mksnap snap FILE DUMPDIR [SEQ TIME]  a vattn snapshot, plus DUMPDIR/<group>_<name>.bin
+ *                                   with each tensor's dense bytes (what h5py must read back;
+ *                                   DUMPDIR "-" = none); SEQ/TIME override the metadata
+ *   tool_mksnap corpus DIR          the seed corpus: ok-* (valid) and bad-* (must be refused)
+ */
+#include "fmt_testutil.h"
+#include "kcap_fmt_internal.h"
+
+#include <fcntl.h>
+#include <hdf5.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int write_file(const char *path, const void *buf, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(buf, 1, n, f) != n) {
+        if (f)
+            fclose(f);
+        return -1;
+    }
+    return fclose(f);
+}
+
+static void *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *b = malloc((size_t)len + 1);
+    *n = fread(b, 1, (size_t)len, f);
+    fclose(f);
+    return b;
+}
+
+static kcap_snapshot *make(int bs, int q_len, int H, int slots, int it, int vis, int lse, int pad,
+                           uint64_t seed, tu_vattn *v)
+{
+    kcap_error err = {0};
+    tu_vattn_make(v, bs, q_len, H, slots, 0, it, vis, lse, pad, seed);
+    kcap_snapshot *s = tu_vattn_snapshot(v, &err);
+    if (!s)
+        fprintf(stderr, "record: %s\n", err.msg);
+    return s;
+}
+
+static int do_snap(const char *file, const char *dump, int argc, char **argv)
+{
+    tu_vattn v;
+    kcap_snapshot *s = make(3, 4, 8, 200, VATTN_INDEX_INT64, 1, 1, 1, 11, &v);
+    if (s && argc >= 6) { /* seq and time given */
+        s->meta.seq = strtoull(argv[4], NULL, 10);
+        snprintf(s->meta.time_utc, sizeof s->meta.time_utc, "%s", argv[5]);
+    }
+    kcap_error err = {0};
+    kcap_writer_opts o = {.threads = 2, .chunk_bytes = 32 << 10, .min_compress_bytes = 1024};
+    kcap_writer *w = kcap_writer_create(&o, &err);
+    if (!s || !w || kcap_snapshot_write(w, s, file, &err)) {
+        fprintf(stderr, "write: %s\n", err.msg);
+        return 1;
+    }
+    for (int i = 0; !strcmp(dump, "-") ? 0 : i < s->ntensors; i++) {
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s_%s.bin", dump, s->tensors[i].dir == KCAP_DIR_IN ? "inputs" : "outputs",
+                 s->tensors[i].name);
+        if (write_file(p, s->tensors[i].data, s->tensors[i].nbytes))
+            return 1;
+    }
+    kcap_writer_free(w);
+    kcap_snapshot_free(s);
+    tu_vattn_free(&v);
+    return 0;
+}
+
+/* A sealed file whose HDF5 body says what we want (forgeries that pass the seal). */
+static int forge(const char *path, int kind)
+{
+    unlink(path);
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+    H5Pset_userblock(fcpl, KCAP_UB_SIZE);
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+    H5Pclose(fcpl);
+    if (f < 0)
+        return 1;
+    hid_t s = H5Screate(H5S_SCALAR);
+    int64_t major = kind == 1 ? 2 : 1;
+    hid_t a = H5Acreate2(f, "kcap_format_major", H5T_STD_I64LE, s, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_INT64, &major);
+    H5Aclose(a);
+    if (kind == 2) { /* a dataset claiming 1e18 elements */
+        hid_t t = H5Tcopy(H5T_C_S1);
+        H5Tset_size(t, 12);
+        a = H5Acreate2(f, "call", t, s, H5P_DEFAULT, H5P_DEFAULT);
+        H5Awrite(a, t, "vattn_verify");
+        H5Aclose(a);
+        H5Tclose(t);
+        const char *ints[] = {"abi_version", "seq"};
+        for (int i = 0; i < 2; i++) {
+            int64_t one = 1;
+            a = H5Acreate2(f, ints[i], H5T_STD_I64LE, s, H5P_DEFAULT, H5P_DEFAULT);
+            H5Awrite(a, H5T_NATIVE_INT64, &one);
+            H5Aclose(a);
+        }
+        t = H5Tcopy(H5T_C_S1);
+        H5Tset_size(t, 4);
+        a = H5Acreate2(f, "time_utc", t, s, H5P_DEFAULT, H5P_DEFAULT);
+        H5Awrite(a, t, "now!");
+        H5Aclose(a);
+        H5Tclose(t);
+        H5Gclose(H5Gcreate2(f, "scalars", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+        H5Gclose(H5Gcreate2(f, "outputs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+        hid_t g = H5Gcreate2(f, "inputs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        hsize_t dims[2] = {1000000000ULL, 1000000000ULL}, ch[2] = {1, 1024};
+        hid_t sp = H5Screate_simple(2, dims, NULL), dc = H5Pcreate(H5P_DATASET_CREATE);
+        H5Pset_chunk(dc, 2, ch);
+        hid_t d = H5Dcreate2(g, "kv_cache", H5T_STD_U16LE, sp, H5P_DEFAULT, dc, H5P_DEFAULT);
+        t = H5Tcopy(H5T_C_S1);
+        H5Tset_size(t, 8);
+        a = H5Acreate2(d, "dtype", t, s, H5P_DEFAULT, H5P_DEFAULT);
+        H5Awrite(a, t, "bfloat16");
+        H5Aclose(a);
+        H5Tclose(t);
+        uint64_t h = 0;
+        a = H5Acreate2(d, "xxh64", H5T_STD_U64LE, s, H5P_DEFAULT, H5P_DEFAULT);
+        H5Awrite(a, H5T_NATIVE_UINT64, &h);
+        H5Aclose(a);
+        H5Dclose(d);
+        H5Pclose(dc);
+        H5Sclose(sp);
+        H5Gclose(g);
+    }
+    H5Sclose(s);
+    H5Fclose(f);
+    int fd = open(path, O_RDWR);
+    kcap_error err = {0};
+    int rc = kcap_seal_write(fd, path, NULL, NULL, 0, &err);
+    close(fd);
+    return rc;
+}
+
+static int do_corpus(const char *dir)
+{
+    char p[1024], q[1024];
+    tu_vattn v;
+    kcap_error err = {0};
+    kcap_writer_opts o = {.threads = 1, .chunk_bytes = 4096, .min_compress_bytes = 1024};
+    kcap_writer *w = kcap_writer_create(&o, &err);
+    kcap_snapshot *s = make(1, 2, 1, 8, VATTN_INDEX_INT32, 0, 0, 0, 1, &v);
+    snprintf(p, sizeof p, "%s/ok-tiny-causal.h5", dir);
+    if (!s || kcap_snapshot_write(w, s, p, &err))
+        return fprintf(stderr, "%s\n", err.msg), 1;
+    kcap_snapshot_free(s);
+    tu_vattn_free(&v);
+    s = make(1, 2, 2, 16, VATTN_INDEX_INT64, 1, 1, 1, 2, &v);
+    snprintf(q, sizeof q, "%s/ok-small-strided.h5", dir);
+    if (!s || kcap_snapshot_write(w, s, q, &err))
+        return fprintf(stderr, "%s\n", err.msg), 1;
+    /* a snapshot that disagrees with the call description (kv_indptr one element short) */
+    for (int i = 0; i < s->ntensors; i++)
+        if (!strcmp(s->tensors[i].name, "kv_indptr")) {
+            s->tensors[i].shape[0]--;
+            s->tensors[i].nbytes -= 4;
+        }
+    snprintf(p, sizeof p, "%s/bad-shape.h5", dir);
+    if (kcap_snapshot_write(w, s, p, &err))
+        return fprintf(stderr, "%s\n", err.msg), 1;
+    kcap_snapshot_free(s);
+    tu_vattn_free(&v);
+    kcap_writer_free(w);
+
+    size_t n = 0;
+    uint8_t *b = slurp(q, &n);
+    if (!b)
+        return 1;
+    snprintf(p, sizeof p, "%s/bad-truncated.h5", dir);
+    write_file(p, b, n * 2 / 3);
+    snprintf(p, sizeof p, "%s/bad-truncated-header.h5", dir);
+    write_file(p, b, 3000);
+    b[n - 2000] ^= 0x10;
+    snprintf(p, sizeof p, "%s/bad-bitflip-body.h5", dir);
+    write_file(p, b, n);
+    b[n - 2000] ^= 0x10;
+    b[100] ^= 0x01;
+    snprintf(p, sizeof p, "%s/bad-bitflip-header.h5", dir);
+    write_file(p, b, n);
+    b[100] ^= 0x01;
+    /* wrong version: major 2 in a header that is otherwise intact (hash recomputed) */
+    b[8] = 2;
+    memset(b + 40, 0, 8);
+    uint64_t h = kcap_xxh64(b, KCAP_UB_SIZE, 0);
+    memcpy(b + 40, &h, 8);
+    snprintf(p, sizeof p, "%s/bad-version.h5", dir);
+    write_file(p, b, n);
+    /* the HDF5 body without the seal: a foreign HDF5 file */
+    snprintf(p, sizeof p, "%s/bad-foreign-hdf5.h5", dir);
+    write_file(p, b + KCAP_UB_SIZE, n - KCAP_UB_SIZE);
+    free(b);
+    snprintf(p, sizeof p, "%s/bad-empty.h5", dir);
+    write_file(p, "", 0);
+    snprintf(p, sizeof p, "%s/bad-text.h5", dir);
+    write_file(p, "hello, this is not a snapshot\n", 30);
+    snprintf(p, sizeof p, "%s/bad-sealed-version2.h5", dir);
+    if (forge(p, 1))
+        return 1;
+    snprintf(p, sizeof p, "%s/bad-huge-shape.h5", dir);
+    if (forge(p, 2))
+        return 1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if ((argc == 4 || argc == 6) && !strcmp(argv[1], "snap"))
+        return do_snap(argv[2], argv[3], argc, argv);
+    if (argc == 3 && !strcmp(argv[1], "corpus"))
+        return do_corpus(argv[2]);
+    fprintf(stderr, "usage: tool_mksnap snap FILE DUMPDIR|- [SEQ TIME] | corpus DIR\n");
+    return 2;
+}

@@ -1,1 +1,87 @@
-# capture/module.mk — rules of the capture module (owned by its developer).
+# capture/module.mk — rules of the capture module: build/lib/libkcap.so (the LD_PRELOAD
+# interposer), the `kcap record` / `kcap arm` subcommands, and capture's tests and benches.
+#
+# libkcap.so links formats (static, PIC) + common + the shared argument checks of kernels/,
+# and exports only the interposed symbols (capture/libkcap.map). The gather/staging kernels
+# are compiled to PTX by nvcc when it exists and embedded (capture/kcap_ptx.S); without nvcc
+# the library still builds and uses plain copies on the device.
+
+KCAP_LIB := $(LIB)/libkcap.so
+CAPTURE_SRCS := kcap_interpose kcap_capture kcap_queue kcap_arm kcap_mem kcap_gpu kcap_config kcap_log
+CAPTURE_OBJS := $(patsubst %,$(OBJ)/capture/%.o,$(CAPTURE_SRCS)) $(OBJ)/capture/kcap_ptx.o \
+                $(OBJ)/kernels/vattn_check.o
+# formats/module.mk defines FORMATS_LIB once it can build it; until then nothing here that
+# links it is part of `make all` (keeps the tree green for everyone).
+KCAP_FORMATS_READY := $(if $(FORMATS_LIB),1,)
+FORMATS_LIB ?= $(LIB)/libkcapfmt.a
+
+$(OBJ)/capture/%.o: CFLAGS += -fvisibility=hidden
+
+KCAP_HAVE_NVCC := $(shell test -x $(NVCC) && echo 1)
+KCAP_PTX := $(OBJ)/capture/kcap_gather.ptx
+ifeq ($(KCAP_HAVE_NVCC),1)
+# compute_75 PTX is JIT-compiled by the driver for the GPU actually present.
+$(KCAP_PTX): capture/kcap_gather.cu
+	@mkdir -p $(@D)
+	$(NVCC) -ptx -arch=compute_75 -O3 -o $@ $<
+$(OBJ)/capture/kcap_ptx.o: capture/kcap_ptx.S $(KCAP_PTX)
+	@mkdir -p $(@D)
+	$(CC) -c -DKCAP_PTX_FILE='"$(KCAP_PTX)"' $< -o $@
+else
+$(OBJ)/capture/kcap_ptx.o: capture/kcap_ptx.S
+	@mkdir -p $(@D)
+	$(CC) -c $< -o $@
+endif
+
+$(KCAP_LIB): $(CAPTURE_OBJS) $(FORMATS_LIB) $(COMMON_OBJS) capture/libkcap.map
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,libkcap.so -Wl,--version-script=capture/libkcap.map \
+	  -Wl,-z,nodelete $(LDFLAGS) -o $@ $(CAPTURE_OBJS) $(FORMATS_LIB) $(COMMON_OBJS) \
+	  $(HDF5_LIBS) -lzstd -ldl -lm
+
+KCAP_CLI_OBJS += $(OBJ)/capture/kcap_cmd_record.o $(OBJ)/capture/kcap_cmd_arm.o \
+                 $(OBJ)/capture/kcap_config_cli.o
+
+# the CLI gets its own copy of the parsers (default visibility, no libkcap internals)
+$(OBJ)/capture/kcap_config_cli.o: capture/kcap_config.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(HDF5_CFLAGS) -MMD -MP -c $< -o $@
+
+# ---- tests ------------------------------------------------------------------------------
+CAPT := $(TBIN)/capture
+CAPTURE_TEST_BINS := $(CAPT)/test_capture_config $(CAPT)/capture_client $(CAPT)/snapcmp \
+                     $(CAPT)/libvattn_null.so $(CAPT)/bench_dormant
+$(CAPT)/test_capture_config: tests/capture/test_capture_config.c $(OBJ)/capture/kcap_config_cli.o
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS)
+
+# linked by soname against the CPU library (the dynamic-linker binding path)
+$(CAPT)/capture_client: tests/capture/capture_client.c $(LIB)/libverify_attn_cpu.so
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(LIB) -lverify_attn_cpu \
+	  -Wl,-rpath,'$$ORIGIN/../../lib' -lm
+
+$(CAPT)/snapcmp: tests/capture/snapcmp.c $(FORMATS_LIB) $(COMMON_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(HDF5_CFLAGS) $< -o $@ $(LDFLAGS) $(FORMATS_LIB) $(COMMON_OBJS) \
+	  $(HDF5_LIBS) -lzstd -ldl -lm
+
+# a library with the verify ABI that returns at once: the dormant-overhead benchmark
+$(CAPT)/libvattn_null.so: tests/capture/vattn_null.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libvattn_null.so $< -o $@ $(LDFLAGS)
+$(CAPT)/bench_dormant: tests/capture/bench_dormant.c $(CAPT)/libvattn_null.so
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(CAPT) -lvattn_null -Wl,-rpath,'$$ORIGIN' -ldl
+
+ifeq ($(KCAP_FORMATS_READY),1)
+ALL_TARGETS += $(KCAP_LIB) $(CAPTURE_TEST_BINS)
+TESTS += $(CAPT)/test_capture_config tests/capture/test_capture_c.sh \
+         tests/capture/test_capture_py.sh tests/capture/test_capture_select.sh \
+         tests/capture/test_capture_arm.sh tests/capture/test_capture_faults.sh \
+         tests/capture/test_capture_concurrency.sh
+ASAN_TESTS += $(CAPT)/test_capture_config tests/capture/test_capture_c.sh
+GPU_TESTS += tests/capture/test_capture_gpu.sh
+BENCHES += tests/capture/bench_dormant.sh
+GPU_BENCHES += tests/capture/bench_capture_gpu.sh
+endif

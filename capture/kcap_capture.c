@@ -1,0 +1,629 @@
+/*
+ * kcap_capture.c — the slow path of libkcap.so: configuration, selection, recording one
+ * call (apitrace shape: inputs, real call, outputs, same return value), metadata, stats,
+ * and the process-lifecycle hooks (exit flush, fork).
+ *
+ * The invariant everything here serves: the host sees exactly what it would see without
+ * us. The real function is always called exactly once with the caller's arguments and its
+ * status returned unchanged; every capture problem is counted, logged once and swallowed.
+ * Capture reads its inputs through the shared call description (formats/kcap_calls.h), so
+ * this file knows nothing of tensor shapes beyond a sanity check of the args struct.
+ */
+#include "kcap_cap.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kcap_cli.h" /* KCAP_VERSION */
+#include "vattn_check.h"
+
+enum { KCAP_M_OFF = 0, KCAP_M_DORMANT = 1, KCAP_M_ACTIVE = 2 };
+
+kcap_stats kcap_g_stats;
+
+static kcap_config g_cfg;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static atomic_int g_mode;
+static atomic_ullong g_seq;       /* calls seen while active */
+static atomic_ullong g_reserved;  /* snapshots reserved against KCAP_MAX */
+static atomic_ullong g_arm_left;  /* snapshots left in the current arming (dormant mode) */
+static atomic_int g_stopped;      /* capture stopped for good */
+static atomic_int g_arm_counting;  /* snapshots are limited by `kcap arm --count` */
+static atomic_int g_child_restart; /* a forked child must restart its arming watcher */
+static _Thread_local int t_busy;  /* recursion guard: a capture in progress on this thread */
+static pthread_mutex_t g_arm_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static atomic_int g_log_invalid, g_log_graph, g_log_record, g_log_full, g_log_cap, g_log_max,
+    g_log_host_data;
+
+/* vattn_check.c (shared with the kernel libraries) asks the library for its workspace size;
+ * capture checks only what it must read, so workspace needs are none of its business. */
+/* (local to libkcap.so through the version script, so it never shadows the library's) */
+size_t vattn_workspace_size(const vattn_args *a)
+{
+    (void)a;
+    return 0;
+}
+
+const kcap_config *kcap_cfg(void) { return &g_cfg; }
+
+uint64_t kcap_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+extern atomic_int kcap_g_graph_open;
+
+static void kcap_set_mode(int m)
+{
+    atomic_store(&g_mode, m);
+    atomic_store(&kcap_g_slow, m == KCAP_M_ACTIVE || atomic_load(&kcap_g_graph_open) > 0);
+}
+
+static const char *kcap_env(const char *name, void *ud)
+{
+    (void)ud;
+    return getenv(name);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* exit and fork                                                                         */
+
+static atomic_int g_exit_done;
+
+void kcap_stats_line(const char *when)
+{
+    kcap_stats *s = &kcap_g_stats;
+    if (!atomic_load(&s->calls) && !atomic_load(&s->skipped_graph))
+        return; /* a process that never made a captured call stays silent */
+    kcap_log(KCAP_LOG_WARN,
+             "%s: calls=%llu captured=%llu written=%llu dropped(queue=%llu cap=%llu ring=%llu) "
+             "skipped(graph=%llu invalid=%llu) failures(record=%llu write=%llu) "
+             "bytes=%llu written_bytes=%llu graph_captured=%llu",
+             when, (unsigned long long)s->calls, (unsigned long long)s->captured,
+             (unsigned long long)s->written, (unsigned long long)s->dropped_queue,
+             (unsigned long long)s->dropped_cap, (unsigned long long)s->dropped_ring,
+             (unsigned long long)s->skipped_graph, (unsigned long long)s->skipped_invalid,
+             (unsigned long long)s->failed_record, (unsigned long long)s->failed_write,
+             (unsigned long long)s->bytes_accepted, (unsigned long long)s->bytes_written_dense,
+             (unsigned long long)s->graph_captured);
+}
+
+static void kcap_atexit(void)
+{
+    if (atomic_exchange(&g_exit_done, 1))
+        return;
+    /* no new captures from other threads still running while we exit */
+    kcap_set_mode(KCAP_M_OFF);
+    kcap_gpu_shutdown(g_cfg.flush_ms / 2);
+    int left = kcap_queue_flush(g_cfg.flush_ms);
+    if (left > 0)
+        kcap_log(KCAP_LOG_WARN, "exit: %d snapshots still pending after %d ms were abandoned",
+                 left, g_cfg.flush_ms);
+    kcap_stats_line("stats");
+}
+
+static void kcap_register_atexit(void)
+{
+    /* registered after libhdf5 was initialised by the writer (kcap_queue.c calls this),
+       so our flush runs before HDF5's own atexit tears the library down */
+    atexit(kcap_atexit);
+}
+
+static void kcap_fork_prepare(void)
+{
+    pthread_mutex_lock(&g_arm_lock);
+    kcap_queue_atfork_prepare();
+}
+
+static void kcap_fork_parent(void)
+{
+    kcap_queue_atfork_parent();
+    pthread_mutex_unlock(&g_arm_lock);
+}
+
+static void kcap_fork_child(void)
+{
+    /* The child owns none of the parent's threads: reset every lock and counter, drop the
+       inherited queue, and start over as its own process (its own pid in file names). */
+    pthread_mutex_init(&g_arm_lock, NULL);
+    kcap_queue_atfork_child();
+    kcap_arm_atfork_child();
+    kcap_gpu_atfork_child();
+    memset(&kcap_g_stats, 0, sizeof kcap_g_stats);
+    atomic_store(&g_seq, 0);
+    atomic_store(&g_reserved, 0);
+    atomic_store(&g_exit_done, 0);
+    int m = atomic_load(&g_mode);
+    if (m == KCAP_M_OFF)
+        return;
+    if (g_cfg.dormant || !g_cfg.fork_follow) {
+        atomic_store(&g_arm_left, 0);
+        atomic_store(&g_arm_counting, 1);
+        kcap_set_mode(KCAP_M_DORMANT);
+        /* the watcher is restarted lazily by the child's first verify call */
+        atomic_store(&g_child_restart, 1);
+        atomic_store(&kcap_g_slow, 1);
+    } else {
+        kcap_set_mode(KCAP_M_ACTIVE);
+    }
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* initialisation                                                                        */
+
+static void kcap_do_init(void)
+{
+    char why[512];
+    int rc = kcap_config_parse(&g_cfg, kcap_env, NULL, why, sizeof why);
+    kcap_log_level = g_cfg.log;
+    if (rc) {
+        /* even KCAP_LOG=quiet does not hide a configuration the user got wrong, except
+           an unset KCAP_DIR under quiet */
+        if (getenv("KCAP_DIR") || g_cfg.log > KCAP_LOG_QUIET) {
+            int save = kcap_log_level;
+            kcap_log_level = KCAP_LOG_WARN;
+            kcap_log(KCAP_LOG_WARN, "%s; capture is off", why);
+            kcap_log_level = save;
+        }
+        kcap_set_mode(KCAP_M_OFF);
+        return;
+    }
+    kcap_error e = {0};
+    if (kcap_mkdir_private(g_cfg.dir, &e)) {
+        kcap_log(KCAP_LOG_WARN, "cannot create KCAP_DIR: %s; capture is off", e.msg);
+        kcap_set_mode(KCAP_M_OFF);
+        return;
+    }
+    pthread_atfork(kcap_fork_prepare, kcap_fork_parent, kcap_fork_child);
+    kcap_register_atexit();
+    if (g_cfg.dormant) {
+        atomic_store(&g_arm_counting, 1);
+        kcap_set_mode(KCAP_M_DORMANT);
+        kcap_arm_start(g_cfg.dir);
+        kcap_log(KCAP_LOG_INFO, "dormant; arm with: kcap arm %ld", (long)getpid());
+    } else {
+        kcap_set_mode(KCAP_M_ACTIVE);
+        kcap_log(KCAP_LOG_INFO, "capturing into %s", g_cfg.dir);
+    }
+}
+
+void kcap_init_once(void)
+{
+    pthread_once(&g_once, kcap_do_init);
+    /* a dormant child after fork takes one slow call to restart its arming watcher */
+    if (atomic_load(&g_child_restart) && atomic_exchange(&g_child_restart, 0)) {
+        kcap_arm_start(g_cfg.dir);
+        pthread_mutex_lock(&g_arm_lock);
+        if (atomic_load(&g_mode) == KCAP_M_DORMANT)
+            atomic_store(&kcap_g_slow, 0);
+        pthread_mutex_unlock(&g_arm_lock);
+    }
+}
+
+void kcap_arm_request(uint64_t count, int off)
+{
+    pthread_mutex_lock(&g_arm_lock);
+    int m = atomic_load(&g_mode);
+    if (m == KCAP_M_OFF || atomic_load(&g_stopped)) {
+        pthread_mutex_unlock(&g_arm_lock);
+        kcap_log(KCAP_LOG_WARN, "arm request ignored: capture is off in this process");
+        return;
+    }
+    if (off) {
+        atomic_store(&g_arm_left, 0);
+        kcap_set_mode(KCAP_M_DORMANT);
+        kcap_log(KCAP_LOG_INFO, "disarmed");
+    } else {
+        atomic_store(&g_arm_left, count ? count : 1);
+        kcap_set_mode(KCAP_M_ACTIVE);
+        kcap_log(KCAP_LOG_INFO, "armed for %llu snapshots", (unsigned long long)(count ? count : 1));
+    }
+    pthread_mutex_unlock(&g_arm_lock);
+}
+
+void kcap_capture_stop(const char *why)
+{
+    if (atomic_exchange(&g_stopped, 1))
+        return;
+    kcap_set_mode(KCAP_M_OFF);
+    kcap_log(KCAP_LOG_WARN, "capture stopped: %s", why);
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* metadata                                                                              */
+
+int kcap_rank(void)
+{
+    static const char *const vars[] = {"KCAP_RANK", "RANK", "LOCAL_RANK", "TP_RANK",
+                                       "SGLANG_TP_RANK", "OMPI_COMM_WORLD_RANK",
+                                       "SLURM_PROCID", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        uint64_t r;
+        if (v && !kcap_parse_u64(v, &r) && r < 1000000)
+            return (int)r;
+    }
+    return -1;
+}
+
+static void kcap_lib_identity(kcap_slot *sl)
+{
+    Dl_info di;
+    void *fn = (void *)atomic_load(&sl->real);
+    if (!dladdr(fn, &di) || !di.dli_fname) {
+        snprintf(sl->lib_path, sizeof sl->lib_path, "unknown");
+        snprintf(sl->lib_hash, sizeof sl->lib_hash, "xxh64:0000000000000000");
+        return;
+    }
+    if (atomic_load(&sl->lib_ready) && sl->lib_base == di.dli_fbase)
+        return;
+    char path[PATH_MAX]; /* realpath needs PATH_MAX (FORTIFY aborts on less) */
+    if (!realpath(di.dli_fname, path))
+        snprintf(path, sizeof path, "%s", di.dli_fname);
+    uint64_t h = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        struct stat st;
+        if (!fstat(fd, &st) && st.st_size > 0 && st.st_size < (1ll << 32)) {
+            void *buf = malloc((size_t)st.st_size);
+            size_t got = 0;
+            while (buf && got < (size_t)st.st_size) {
+                ssize_t r = read(fd, (char *)buf + got, (size_t)st.st_size - got);
+                if (r <= 0)
+                    break;
+                got += (size_t)r;
+            }
+            if (buf && got == (size_t)st.st_size)
+                h = kcap_xxh64(buf, got, 0);
+            free(buf);
+        }
+        close(fd);
+    }
+    snprintf(sl->lib_path, sizeof sl->lib_path, "%.1023s", path);
+    snprintf(sl->lib_hash, sizeof sl->lib_hash, "xxh64:%016llx", (unsigned long long)h);
+    sl->lib_base = di.dli_fbase;
+    atomic_store(&sl->lib_ready, 1);
+}
+
+void kcap_fill_meta(kcap_slot *sl, kcap_meta *m, uint64_t seq, kcap_devctx *dc)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char base[32];
+    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(m->time_utc, sizeof m->time_utc, "%.20s.%03dZ", base, (int)(ts.tv_nsec / 1000000));
+    if (gethostname(m->host, sizeof m->host))
+        snprintf(m->host, sizeof m->host, "unknown");
+    m->host[sizeof m->host - 1] = '\0';
+    m->pid = (int64_t)getpid();
+    m->rank = kcap_rank();
+    m->seq = seq;
+    snprintf(m->kcap_version, sizeof m->kcap_version, "%s", KCAP_VERSION);
+    if (!m->call[0])
+        snprintf(m->call, sizeof m->call, "%s", kcap_call_name(sl->call));
+    static pthread_mutex_t lib_lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&lib_lock);
+    kcap_lib_identity(sl);
+    snprintf(m->lib_path, sizeof m->lib_path, "%s", sl->lib_path);
+    snprintf(m->lib_hash, sizeof m->lib_hash, "%s", sl->lib_hash);
+    pthread_mutex_unlock(&lib_lock);
+    if (dc && dc->cu)
+        kcap_dev_meta(dc, m);
+    else
+        snprintf(m->device_name, sizeof m->device_name, "cpu");
+}
+
+/* How many more snapshots the device may take on its own (graph replays): what the host
+ * configuration still allows; 0 when not capturing. Polled by the GPU drainer thread. */
+unsigned int kcap_device_budget(void)
+{
+    if (atomic_load(&g_mode) != KCAP_M_ACTIVE)
+        return 0;
+    unsigned long long left = 1u << 30;
+    if (atomic_load(&g_arm_counting) && atomic_load(&g_arm_left) < left)
+        left = atomic_load(&g_arm_left);
+    if (g_cfg.max) {
+        unsigned long long r = atomic_load(&g_reserved);
+        unsigned long long m = r >= g_cfg.max ? 0 : g_cfg.max - r;
+        if (m < left)
+            left = m;
+    }
+    return (unsigned int)left;
+}
+
+/* A snapshot taken by the device at a graph replay: account it like an eager one. */
+void kcap_graph_snapshot_taken(void)
+{
+    if (g_cfg.max && atomic_fetch_add(&g_reserved, 1) + 1 >= g_cfg.max)
+        kcap_set_mode(KCAP_M_OFF);
+    if (atomic_load(&g_arm_counting)) {
+        unsigned long long left = atomic_load(&g_arm_left);
+        while (left && !atomic_compare_exchange_weak(&g_arm_left, &left, left - 1))
+            ;
+        pthread_mutex_lock(&g_arm_lock);
+        if (!atomic_load(&g_arm_left) && atomic_load(&g_mode) == KCAP_M_ACTIVE)
+            kcap_set_mode(KCAP_M_DORMANT);
+        pthread_mutex_unlock(&g_arm_lock);
+    }
+}
+
+/* Graph captures open in this process (cudaStreamBeginCapture/EndCapture interposed): while
+ * any is open, calls take the slow path even when dormant, to install their graph nodes. */
+atomic_int kcap_g_graph_open;
+
+void kcap_graph_capture_begin(void)
+{
+    atomic_fetch_add(&kcap_g_graph_open, 1);
+    atomic_store(&kcap_g_slow, 1);
+}
+
+void kcap_graph_capture_end(void)
+{
+    if (atomic_fetch_sub(&kcap_g_graph_open, 1) <= 1) {
+        atomic_store(&kcap_g_graph_open, 0);
+        atomic_store(&kcap_g_slow, atomic_load(&g_mode) == KCAP_M_ACTIVE);
+    }
+}
+
+/* A call made while a graph capture is open in a dormant process: install the staging nodes
+ * (the device decides at each replay whether to capture). */
+static int kcap_graph_only(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *a, void *ws,
+                           size_t wsb, void *stream)
+{
+    kcap_devctx dc = {0};
+    dc.stream = stream;
+    if (!a || vattn_check_args(a, ws, wsb, 0) != VATTN_OK || !kcap_mem_classify(a->q, &dc.cu, &dc.ctx))
+        return real(a, ws, wsb, stream);
+    void *saved = NULL;
+    if (kcap_dev_push(&dc, &saved))
+        return real(a, ws, wsb, stream);
+    int status = 0, h = 1;
+    if (kcap_dev_stream_capturing(&dc))
+        h = kcap_gpu_capture(sl, a, ws, wsb, stream, 0, 1, &status);
+    kcap_dev_pop(&dc, saved);
+    return h == 1 ? real(a, ws, wsb, stream) : status;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* one call                                                                              */
+
+/* Give back a KCAP_MAX / arming reservation that did not turn into a snapshot. */
+static void kcap_unreserve(void)
+{
+    if (g_cfg.max)
+        atomic_fetch_sub(&g_reserved, 1);
+    if (atomic_load(&g_arm_counting))
+        atomic_fetch_add(&g_arm_left, 1);
+}
+
+/* Take a reservation; 0 when capture must end (KCAP_MAX reached / arming used up). */
+static int kcap_reserve(void)
+{
+    if (g_cfg.max && atomic_fetch_add(&g_reserved, 1) >= g_cfg.max) {
+        atomic_fetch_sub(&g_reserved, 1);
+        kcap_log_once(&g_log_max, KCAP_LOG_INFO, "KCAP_MAX=%llu snapshots reached; capture off",
+                      (unsigned long long)g_cfg.max);
+        kcap_set_mode(KCAP_M_OFF);
+        return 0;
+    }
+    if (atomic_load(&g_arm_counting)) {
+        unsigned long long left = atomic_load(&g_arm_left);
+        while (left && !atomic_compare_exchange_weak(&g_arm_left, &left, left - 1))
+            ;
+        if (!left) {
+            if (g_cfg.max)
+                atomic_fetch_sub(&g_reserved, 1);
+            pthread_mutex_lock(&g_arm_lock);
+            if (!atomic_load(&g_arm_left) && atomic_load(&g_mode) == KCAP_M_ACTIVE)
+                kcap_set_mode(KCAP_M_DORMANT);
+            pthread_mutex_unlock(&g_arm_lock);
+            return 0;
+        }
+        if (left == 1) { /* that was the last one: back to dormant for the next calls */
+            pthread_mutex_lock(&g_arm_lock);
+            if (!atomic_load(&g_arm_left) && atomic_load(&g_mode) == KCAP_M_ACTIVE)
+                kcap_set_mode(KCAP_M_DORMANT);
+            pthread_mutex_unlock(&g_arm_lock);
+        }
+    }
+    return 1;
+}
+
+/* Would this snapshot break KCAP_MAX_BYTES? Reserves the bytes when it fits. */
+static int kcap_bytes_fit(size_t n)
+{
+    if (!g_cfg.max_bytes) {
+        atomic_fetch_add(&kcap_g_stats.bytes_accepted, n);
+        return 1;
+    }
+    unsigned long long cur = atomic_load(&kcap_g_stats.bytes_accepted);
+    do {
+        if (cur + n > g_cfg.max_bytes)
+            return 0;
+    } while (!atomic_compare_exchange_weak(&kcap_g_stats.bytes_accepted, &cur, cur + n));
+    return 1;
+}
+
+static int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *a, void *ws,
+                            size_t wsb, void *stream, uint64_t seq)
+{
+    const kcap_call_desc *d = kcap_call_find(kcap_call_name(sl->call));
+    if (!d || vattn_check_args(a, ws, wsb, 0) != VATTN_OK) {
+        /* the real library rejects this call too (and writes nothing): nothing to keep */
+        atomic_fetch_add(&kcap_g_stats.skipped_invalid, 1);
+        kcap_log_once(&g_log_invalid, KCAP_LOG_INFO,
+                      "a %s call with invalid arguments was not captured", kcap_call_name(sl->call));
+        kcap_unreserve();
+        return real(a, ws, wsb, stream);
+    }
+    if (!kcap_queue_would_fit(0)) {
+        atomic_fetch_add(&kcap_g_stats.dropped_queue, 1);
+        kcap_log_once(&g_log_full, KCAP_LOG_WARN,
+                      "queue full (KCAP_QUEUE_BYTES=%llu): snapshots dropped and counted",
+                      (unsigned long long)g_cfg.queue_bytes);
+        kcap_unreserve();
+        return real(a, ws, wsb, stream);
+    }
+
+    kcap_devctx dc = {0};
+    dc.stream = stream;
+    dc.num_slots = a->num_slots;
+    dc.max_copy = g_cfg.queue_bytes;
+    if (g_cfg.max_bytes && g_cfg.max_bytes < dc.max_copy)
+        dc.max_copy = g_cfg.max_bytes;
+    int dev = kcap_mem_classify(a->q, &dc.cu, &dc.ctx);
+    void *saved_ctx = NULL;
+    kcap_mem_ops ops;
+    if (dev) {
+        if (kcap_dev_push(&dc, &saved_ctx)) {
+            atomic_fetch_add(&kcap_g_stats.failed_record, 1);
+            kcap_unreserve();
+            return real(a, ws, wsb, stream);
+        }
+        int capturing = kcap_dev_stream_capturing(&dc);
+        if (capturing || g_cfg.gpu_async) {
+            int status = 0;
+            int h = kcap_gpu_capture(sl, a, ws, wsb, stream, seq, capturing, &status);
+            if (h != 1) {
+                kcap_dev_pop(&dc, saved_ctx);
+                if (h < 0 || h == 2) /* dropped, or graph nodes (the device counts those) */
+                    kcap_unreserve();
+                return status;
+            }
+            if (capturing) {
+                /* no device-side staging available: never break the host's graph capture */
+                kcap_dev_pop(&dc, saved_ctx);
+                atomic_fetch_add(&kcap_g_stats.skipped_graph, 1);
+                kcap_log_once(&g_log_graph, KCAP_LOG_WARN,
+                              "%s called during CUDA stream capture: not captured (counted)",
+                              kcap_call_name(sl->call));
+                kcap_unreserve();
+                return real(a, ws, wsb, stream);
+            }
+        }
+        kcap_mem_dev_ops(&dc, &ops);
+    } else {
+        if (vattn_check_host_data(a) != VATTN_OK) {
+            atomic_fetch_add(&kcap_g_stats.skipped_invalid, 1);
+            kcap_log_once(&g_log_host_data, KCAP_LOG_INFO,
+                          "a %s call with invalid kv_indptr/kv_indices was not captured",
+                          kcap_call_name(sl->call));
+            kcap_unreserve();
+            return real(a, ws, wsb, stream);
+        }
+        kcap_mem_host_ops(&dc, &ops);
+    }
+
+    kcap_error err = {0};
+    kcap_snapshot *snap = kcap_snapshot_create();
+    int rc = snap ? kcap_call_record(d, a, KCAP_ARG_IN, &ops, snap, &err)
+                  : kcap_error_set(&err, KCAP_ERR_NOMEM, "out of memory for a snapshot");
+    int status = real(a, ws, wsb, stream);
+    if (!rc)
+        rc = kcap_call_record(d, a, KCAP_ARG_OUT, &ops, snap, &err);
+    if (dev) {
+        if (!rc) {
+            snap->meta.in_stream_capture = 0;
+            kcap_fill_meta(sl, &snap->meta, seq, &dc);
+        }
+        kcap_dev_pop(&dc, saved_ctx);
+    } else if (!rc) {
+        kcap_fill_meta(sl, &snap->meta, seq, NULL);
+    }
+    if (rc && dc.err == KCAP_ERR_FULL) {
+        /* one tensor alone is larger than a cap: a drop by the cap, not a failure */
+        int by_bytes = g_cfg.max_bytes && g_cfg.max_bytes <= g_cfg.queue_bytes;
+        atomic_fetch_add(by_bytes ? &kcap_g_stats.dropped_cap : &kcap_g_stats.dropped_queue, 1);
+        if (by_bytes)
+            kcap_log_once(&g_log_cap, KCAP_LOG_WARN,
+                          "KCAP_MAX_BYTES=%llu reached: further snapshots that do not fit are "
+                          "dropped and counted", (unsigned long long)g_cfg.max_bytes);
+        else
+            kcap_log_once(&g_log_full, KCAP_LOG_WARN,
+                          "queue full (KCAP_QUEUE_BYTES=%llu): snapshots dropped and counted",
+                          (unsigned long long)g_cfg.queue_bytes);
+        kcap_snapshot_free(snap);
+        kcap_unreserve();
+        return status;
+    }
+    if (rc) {
+        atomic_fetch_add(&kcap_g_stats.failed_record, 1);
+        kcap_log_once(&g_log_record, KCAP_LOG_WARN, "recording %s #%llu failed: %s (%s)",
+                      kcap_call_name(sl->call), (unsigned long long)seq,
+                      err.msg[0] ? err.msg : kcap_err_string(err.code), kcap_err_string(rc));
+        kcap_snapshot_free(snap);
+        kcap_unreserve();
+        return status;
+    }
+    snap->meta.call_status = status;
+    size_t bytes = kcap_snapshot_bytes(snap);
+    if (!kcap_bytes_fit(bytes)) {
+        atomic_fetch_add(&kcap_g_stats.dropped_cap, 1);
+        kcap_log_once(&g_log_cap, KCAP_LOG_WARN,
+                      "KCAP_MAX_BYTES=%llu reached: further snapshots that do not fit are "
+                      "dropped and counted", (unsigned long long)g_cfg.max_bytes);
+        kcap_snapshot_free(snap);
+        kcap_unreserve();
+        return status;
+    }
+    if (kcap_queue_push(snap, seq, snap->meta.rank)) {
+        atomic_fetch_sub(&kcap_g_stats.bytes_accepted, bytes);
+        atomic_fetch_add(&kcap_g_stats.dropped_queue, 1);
+        kcap_log_once(&g_log_full, KCAP_LOG_WARN,
+                      "queue full (KCAP_QUEUE_BYTES=%llu): snapshots dropped and counted",
+                      (unsigned long long)g_cfg.queue_bytes);
+        kcap_snapshot_free(snap);
+        kcap_unreserve();
+        return status;
+    }
+    atomic_fetch_add(&kcap_g_stats.captured, 1);
+    return status;
+}
+
+int kcap_slow_call(kcap_slot *sl, const vattn_args *a, void *ws, size_t wsb, void *stream)
+{
+    kcap_vattn_fn real = atomic_load_explicit(&sl->real, memory_order_acquire);
+    int save_errno = errno;
+    kcap_init_once();
+    int mode = atomic_load_explicit(&g_mode, memory_order_relaxed);
+    if (!t_busy && mode == KCAP_M_DORMANT && atomic_load(&kcap_g_graph_open)) {
+        t_busy = 1;
+        int st = kcap_graph_only(sl, real, a, ws, wsb, stream);
+        t_busy = 0;
+        return st;
+    }
+    if (t_busy || mode != KCAP_M_ACTIVE) {
+        errno = save_errno;
+        return real(a, ws, wsb, stream);
+    }
+    t_busy = 1;
+    uint64_t seq = atomic_fetch_add(&g_seq, 1);
+    atomic_fetch_add(&kcap_g_stats.calls, 1);
+    int status;
+    if (!kcap_config_selects(&g_cfg, seq) || !kcap_reserve()) {
+        errno = save_errno;
+        status = real(a, ws, wsb, stream);
+    } else {
+        atomic_fetch_add(&kcap_g_stats.selected, 1);
+        status = kcap_capture_one(sl, real, a, ws, wsb, stream, seq);
+    }
+    t_busy = 0;
+    return status;
+}
+
+/* Exposed for kcap_queue.c. */
+void kcap_capture_registered_atexit(void) __attribute__((visibility("hidden")));
+void kcap_capture_registered_atexit(void) { kcap_register_atexit(); }

@@ -1,0 +1,234 @@
+/*
+ * kcap_config.c — the KCAP_* environment variables of libkcap.so, parsed and validated.
+ *
+ * A preloaded library cannot report errors to anyone but stderr, and it must never take a
+ * host down because of a typo: every variable is checked strictly here (no silent atoi),
+ * and the first bad one becomes one sentence that the caller logs once before switching
+ * capture off. The parsers are also used by `kcap record` so the CLI rejects the same
+ * values up front. Pure code: no I/O, no globals, unit-tested by tests/capture/test_config.c.
+ */
+#include "kcap_cap.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+int kcap_parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || !*s)
+        return -1;
+    for (const char *p = s; *p; p++)
+        if (!isdigit((unsigned char)*p))
+            return -1;
+    errno = 0;
+    char *end = NULL;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || !end || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int kcap_parse_bytes(const char *s, uint64_t *out)
+{
+    if (!s || !*s)
+        return -1;
+    size_t n = strlen(s);
+    char num[32];
+    uint64_t mul = 1;
+    char last = (char)toupper((unsigned char)s[n - 1]);
+    /* accept "4G", "4GB", "4GiB" as the same binary multiple */
+    if (n >= 3 && (!strcasecmp(s + n - 3, "KIB") || !strcasecmp(s + n - 3, "MIB") ||
+                   !strcasecmp(s + n - 3, "GIB") || !strcasecmp(s + n - 3, "TIB")))
+        n -= 2, last = (char)toupper((unsigned char)s[n - 1]);
+    else if (n >= 2 && toupper((unsigned char)s[n - 1]) == 'B' &&
+             strchr("KMGT", toupper((unsigned char)s[n - 2])))
+        n -= 1, last = (char)toupper((unsigned char)s[n - 1]);
+    switch (last) {
+    case 'K': mul = 1ull << 10; n--; break;
+    case 'M': mul = 1ull << 20; n--; break;
+    case 'G': mul = 1ull << 30; n--; break;
+    case 'T': mul = 1ull << 40; n--; break;
+    default: break;
+    }
+    if (n == 0 || n >= sizeof num)
+        return -1;
+    memcpy(num, s, n);
+    num[n] = '\0';
+    uint64_t v;
+    if (kcap_parse_u64(num, &v))
+        return -1;
+    if (v && mul > UINT64_MAX / v)
+        return -1;
+    *out = v * mul;
+    return 0;
+}
+
+int kcap_parse_ranges(const char *s, kcap_range *r, int max, int *n)
+{
+    *n = 0;
+    if (!s || !*s)
+        return -1;
+    const char *p = s;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char item[64];
+        if (len == 0 || len >= sizeof item || *n >= max)
+            return -1;
+        memcpy(item, p, len);
+        item[len] = '\0';
+        char *dash = strchr(item, '-');
+        uint64_t lo, hi;
+        if (dash) {
+            *dash = '\0';
+            if (kcap_parse_u64(item, &lo) || kcap_parse_u64(dash + 1, &hi) || hi < lo)
+                return -1;
+        } else {
+            if (kcap_parse_u64(item, &lo))
+                return -1;
+            hi = lo;
+        }
+        r[*n].lo = lo;
+        r[*n].hi = hi;
+        (*n)++;
+        if (!comma)
+            break;
+        p = comma + 1;
+        if (!*p)
+            return -1; /* trailing comma */
+    }
+    return 0;
+}
+
+void kcap_config_defaults(kcap_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->every = 1;
+    c->queue_bytes = 1ull << 30;
+    c->log = KCAP_LOG_WARN;
+    c->flush_ms = 10000;
+    c->fork_follow = 1;
+    c->level = 1;
+    c->threads = 0;
+    c->ring_bytes = 256ull << 20;
+    c->gpu_async = 1;
+}
+
+#define BAD(...)                                                                           \
+    do {                                                                                   \
+        snprintf(why, whylen, __VA_ARGS__);                                                \
+        return KCAP_ERR_CONFIG;                                                            \
+    } while (0)
+
+static int parse_bool(const char *v, int *out)
+{
+    if (!strcmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "true") || !strcasecmp(v, "on"))
+        return *out = 1, 0;
+    if (!strcmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "false") || !strcasecmp(v, "off"))
+        return *out = 0, 0;
+    return -1;
+}
+
+int kcap_config_parse(kcap_config *c, kcap_getenv_fn get, void *ud, char *why, size_t whylen)
+{
+    kcap_config_defaults(c);
+    const char *v;
+    uint64_t u;
+
+    /* KCAP_LOG first, so the caller knows whether to print the problem found later. */
+    if ((v = get("KCAP_LOG", ud)) && *v) {
+        if (!strcasecmp(v, "quiet") || !strcmp(v, "0"))
+            c->log = KCAP_LOG_QUIET;
+        else if (!strcasecmp(v, "warn") || !strcmp(v, "1"))
+            c->log = KCAP_LOG_WARN;
+        else if (!strcasecmp(v, "info") || !strcmp(v, "2") || !strcasecmp(v, "debug"))
+            c->log = KCAP_LOG_INFO;
+        else
+            BAD("KCAP_LOG='%.64s' is not quiet, warn or info", v);
+    }
+    v = get("KCAP_DIR", ud);
+    if (!v || !*v)
+        BAD("KCAP_DIR is not set (the directory where snapshots go)");
+    if (strlen(v) >= sizeof c->dir - 64)
+        BAD("KCAP_DIR is too long (%zu characters)", strlen(v));
+    snprintf(c->dir, sizeof c->dir, "%s", v);
+
+    if ((v = get("KCAP_CALLS", ud)) && *v &&
+        kcap_parse_ranges(v, c->ranges, KCAP_MAX_RANGES, &c->nranges))
+        BAD("KCAP_CALLS='%.64s' is not a list of call numbers or ranges such as 0-9,100", v);
+    if ((v = get("KCAP_EVERY", ud)) && *v) {
+        if (kcap_parse_u64(v, &u) || u == 0)
+            BAD("KCAP_EVERY='%.64s' is not a positive integer", v);
+        c->every = u;
+    }
+    if ((v = get("KCAP_MAX", ud)) && *v) {
+        if (kcap_parse_u64(v, &u))
+            BAD("KCAP_MAX='%.64s' is not a non-negative integer (0 = unlimited)", v);
+        c->max = u;
+    }
+    if ((v = get("KCAP_MAX_BYTES", ud)) && *v) {
+        if (kcap_parse_bytes(v, &u))
+            BAD("KCAP_MAX_BYTES='%.64s' is not a byte count such as 500M or 2G", v);
+        c->max_bytes = u;
+    }
+    if ((v = get("KCAP_QUEUE_BYTES", ud)) && *v) {
+        if (kcap_parse_bytes(v, &u) || u == 0)
+            BAD("KCAP_QUEUE_BYTES='%.64s' is not a positive byte count such as 512M", v);
+        c->queue_bytes = u;
+    }
+    if ((v = get("KCAP_RING_BYTES", ud)) && *v) {
+        if (kcap_parse_bytes(v, &u) || u < 4096)
+            BAD("KCAP_RING_BYTES='%.64s' is not a byte count of at least 4K", v);
+        c->ring_bytes = u;
+    }
+    if ((v = get("KCAP_DORMANT", ud)) && *v && parse_bool(v, &c->dormant))
+        BAD("KCAP_DORMANT='%.64s' is not 0 or 1", v);
+    if ((v = get("KCAP_FLUSH_TIMEOUT", ud)) && *v) {
+        if (kcap_parse_u64(v, &u) || u > 3600)
+            BAD("KCAP_FLUSH_TIMEOUT='%.64s' is not a number of seconds in 0..3600", v);
+        c->flush_ms = (int)u * 1000;
+    }
+    if ((v = get("KCAP_FORK", ud)) && *v) {
+        if (!strcasecmp(v, "follow"))
+            c->fork_follow = 1;
+        else if (!strcasecmp(v, "dormant"))
+            c->fork_follow = 0;
+        else
+            BAD("KCAP_FORK='%.64s' is not follow or dormant", v);
+    }
+    if ((v = get("KCAP_ZSTD_LEVEL", ud)) && *v) {
+        if (kcap_parse_u64(v, &u) || u < 1 || u > 19)
+            BAD("KCAP_ZSTD_LEVEL='%.64s' is not in 1..19", v);
+        c->level = (int)u;
+    }
+    if ((v = get("KCAP_THREADS", ud)) && *v) {
+        if (kcap_parse_u64(v, &u) || u > 256)
+            BAD("KCAP_THREADS='%.64s' is not in 0..256 (0 = all CPUs)", v);
+        c->threads = (int)u;
+    }
+    if ((v = get("KCAP_GPU_MODE", ud)) && *v) {
+        if (!strcasecmp(v, "async"))
+            c->gpu_async = 1;
+        else if (!strcasecmp(v, "sync"))
+            c->gpu_async = 0;
+        else
+            BAD("KCAP_GPU_MODE='%.64s' is not async or sync", v);
+    }
+    return 0;
+}
+
+int kcap_config_selects(const kcap_config *c, uint64_t seq)
+{
+    if (c->nranges) {
+        int in = 0;
+        for (int i = 0; i < c->nranges && !in; i++)
+            in = seq >= c->ranges[i].lo && seq <= c->ranges[i].hi;
+        if (!in)
+            return 0;
+    }
+    return c->every <= 1 || seq % c->every == 0;
+}

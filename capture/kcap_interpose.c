@@ -1,0 +1,293 @@
+/*
+ * kcap_interpose.c — how libkcap.so catches vattn_verify / vattn_verify_reference.
+ *
+ * Two bindings exist in real hosts and both must be caught:
+ *  (a) the dynamic linker: a program linked against the kernel library resolves the symbol
+ *      in the global scope, where a preloaded library comes first. We define the symbols and
+ *      forward to the next definition (dlsym(RTLD_NEXT)).
+ *  (b) dlopen + dlsym (Python ctypes, hence SGLang): the lookup goes to the library's own
+ *      scope and never sees our definition, so we interpose dlsym itself and hand back a
+ *      wrapper. Several real libraries may be loaded at once (the CPU and the CUDA library),
+ *      so each distinct real function gets its own wrapper slot: a fixed set of wrapper
+ *      functions, each bound to one slot, so a wrapper always knows whom to forward to.
+ *
+ * The wrappers' fast path — the cost every call pays while capture is dormant — is one
+ * relaxed atomic load and a tail call. Everything else lives in kcap_slow_call().
+ *
+ * dlsym(RTLD_NEXT, ...) is resolved by glibc relative to its caller's return address. If our
+ * dlsym called the real one for such a lookup, the "caller" would be libkcap.so and the
+ * host's RTLD_NEXT would silently change meaning; so on x86-64 dlsym is a tiny assembly
+ * trampoline that tail-jumps to the real dlsym for RTLD_NEXT, keeping the return address.
+ */
+#include "kcap_cap.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#define KCAP_NSLOTS 8
+
+typedef void *(*kcap_dlsym_fn)(void *, const char *);
+
+/* Hidden (version script) but referenced from the trampoline. */
+kcap_dlsym_fn kcap_real_dlsym __attribute__((visibility("hidden")));
+void *kcap_dlsym_init(void) __attribute__((visibility("hidden")));
+void *kcap_dlsym_c(void *handle, const char *name) __attribute__((visibility("hidden")));
+
+atomic_int kcap_g_slow = 1; /* 1 until the first call has initialised the configuration */
+
+static kcap_slot g_slots[KCAP_NCALLS][KCAP_NSLOTS];
+static kcap_slot g_direct[KCAP_NCALLS]; /* the linker-bound (RTLD_NEXT) definitions */
+static pthread_mutex_t g_slot_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int g_log_slots_full;
+static _Thread_local int t_in_dlsym;
+
+static const char *const g_names[KCAP_NCALLS] = {"vattn_verify", "vattn_verify_reference"};
+
+const char *kcap_call_name(int call) { return g_names[call]; }
+
+/* ------------------------------------------------------------------------------------ */
+/* dlsym                                                                                 */
+
+/* dlsym can run inside a sanitizer runtime's own initialisation (before its shadow memory
+ * exists): the dlsym path is never instrumented and calls no intercepted function. */
+#define KCAP_NO_SAN __attribute__((no_sanitize("address", "undefined")))
+
+KCAP_NO_SAN static int kcap_streq(const char *a, const char *b)
+{
+    while (*a && *a == *b)
+        a++, b++;
+    return *a == *b;
+}
+
+KCAP_NO_SAN void *kcap_dlsym_init(void)
+{
+    kcap_dlsym_fn f = __atomic_load_n(&kcap_real_dlsym, __ATOMIC_ACQUIRE);
+    if (f)
+        return (void *)f;
+    /* dlvsym is not interposed, so this cannot recurse into us. */
+    f = (kcap_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (!f)
+        f = (kcap_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    __atomic_store_n(&kcap_real_dlsym, f, __ATOMIC_RELEASE);
+    return (void *)f;
+}
+
+/* Resolve the real dlsym before any host code can call ours. */
+__attribute__((constructor(101))) static void kcap_interpose_ctor(void) { kcap_dlsym_init(); }
+
+#if defined(__x86_64__)
+__asm__(".text\n"
+        ".globl dlsym\n"
+        ".type dlsym,@function\n"
+        ".p2align 4\n"
+        "dlsym:\n"
+        "  .cfi_startproc\n"
+        "  endbr64\n"
+        "  cmpq $-1, %rdi\n" /* RTLD_NEXT */
+        "  jne 2f\n"
+        "  movq kcap_real_dlsym(%rip), %rax\n"
+        "  testq %rax, %rax\n"
+        "  jnz 1f\n"
+        "  pushq %rdi\n"
+        "  .cfi_adjust_cfa_offset 8\n"
+        "  pushq %rsi\n"
+        "  .cfi_adjust_cfa_offset 8\n"
+        "  subq $8, %rsp\n"
+        "  .cfi_adjust_cfa_offset 8\n"
+        "  call kcap_dlsym_init\n"
+        "  addq $8, %rsp\n"
+        "  .cfi_adjust_cfa_offset -8\n"
+        "  popq %rsi\n"
+        "  .cfi_adjust_cfa_offset -8\n"
+        "  popq %rdi\n"
+        "  .cfi_adjust_cfa_offset -8\n"
+        "  testq %rax, %rax\n"
+        "  jz 3f\n"
+        "1: jmp *%rax\n"
+        "2: jmp kcap_dlsym_c\n"
+        "3: ret\n"
+        "  .cfi_endproc\n"
+        ".size dlsym, .-dlsym\n");
+#else
+void *dlsym(void *handle, const char *name) { return kcap_dlsym_c(handle, name); }
+#endif
+
+static kcap_vattn_fn kcap_wrapper_for(int call, kcap_vattn_fn real);
+
+/* Our own exported definitions (defined below). */
+int vattn_verify(const vattn_args *, void *, size_t, void *);
+int vattn_verify_reference(const vattn_args *, void *, size_t, void *);
+
+static kcap_vattn_fn kcap_direct_resolve(int call);
+
+KCAP_NO_SAN void *kcap_dlsym_c(void *handle, const char *name)
+{
+    kcap_dlsym_fn real = (kcap_dlsym_fn)kcap_dlsym_init();
+    if (!real)
+        return NULL;
+    void *p = real(handle, name);
+    /* TLS is touched only for our two names: dlsym runs very early (sanitizer runtimes,
+       other preloads call it from their initialisers, before our TLS may be usable) */
+    if (!p || !name || name[0] != 'v')
+        return p;
+    int call = kcap_streq(name, "vattn_verify") ? 0 : kcap_streq(name, "vattn_verify_reference") ? 1 : -1;
+    if (call < 0 || t_in_dlsym)
+        return p;
+    t_in_dlsym = 1;
+    void *out = p;
+    if (p == (void *)vattn_verify || p == (void *)vattn_verify_reference) {
+        /* the lookup found our linker-level definition: fine if a real one exists behind it,
+           otherwise the host must see what it would have seen without us (nothing) */
+        if (!kcap_direct_resolve(call))
+            out = NULL;
+    } else {
+        out = (void *)kcap_wrapper_for(call, (kcap_vattn_fn)p);
+    }
+    t_in_dlsym = 0;
+    return out;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* wrappers                                                                              */
+
+static inline int kcap_enter(kcap_slot *sl, const vattn_args *a, void *ws, size_t wsb,
+                             void *stream)
+{
+    kcap_vattn_fn f = atomic_load_explicit(&sl->real, memory_order_acquire);
+    if (__builtin_expect(!atomic_load_explicit(&kcap_g_slow, memory_order_relaxed), 1))
+        return f(a, ws, wsb, stream);
+    return kcap_slow_call(sl, a, ws, wsb, stream);
+}
+
+#define KCAP_WRAP(c, i)                                                                    \
+    static int kcap_wrap_##c##_##i(const vattn_args *a, void *ws, size_t wsb, void *s)     \
+    {                                                                                      \
+        return kcap_enter(&g_slots[c][i], a, ws, wsb, s);                                  \
+    }
+#define KCAP_WRAP_ALL(c)                                                                   \
+    KCAP_WRAP(c, 0) KCAP_WRAP(c, 1) KCAP_WRAP(c, 2) KCAP_WRAP(c, 3) KCAP_WRAP(c, 4)        \
+    KCAP_WRAP(c, 5) KCAP_WRAP(c, 6) KCAP_WRAP(c, 7)
+KCAP_WRAP_ALL(0)
+KCAP_WRAP_ALL(1)
+
+static const kcap_vattn_fn g_wrappers[KCAP_NCALLS][KCAP_NSLOTS] = {
+    {kcap_wrap_0_0, kcap_wrap_0_1, kcap_wrap_0_2, kcap_wrap_0_3, kcap_wrap_0_4, kcap_wrap_0_5,
+     kcap_wrap_0_6, kcap_wrap_0_7},
+    {kcap_wrap_1_0, kcap_wrap_1_1, kcap_wrap_1_2, kcap_wrap_1_3, kcap_wrap_1_4, kcap_wrap_1_5,
+     kcap_wrap_1_6, kcap_wrap_1_7},
+};
+
+static kcap_vattn_fn kcap_wrapper_for(int call, kcap_vattn_fn real)
+{
+    /* a wrapper handed out earlier (e.g. the host looks a wrapper up again) stays itself */
+    for (int i = 0; i < KCAP_NSLOTS; i++)
+        if (real == g_wrappers[call][i])
+            return real;
+    for (int i = 0; i < KCAP_NSLOTS; i++)
+        if (atomic_load_explicit(&g_slots[call][i].real, memory_order_acquire) == real)
+            return g_wrappers[call][i];
+    pthread_mutex_lock(&g_slot_lock);
+    kcap_vattn_fn w = NULL;
+    for (int i = 0; i < KCAP_NSLOTS && !w; i++) {
+        kcap_vattn_fn cur = atomic_load_explicit(&g_slots[call][i].real, memory_order_relaxed);
+        if (cur == real)
+            w = g_wrappers[call][i];
+        else if (!cur) {
+            g_slots[call][i].call = call;
+            atomic_store_explicit(&g_slots[call][i].real, real, memory_order_release);
+            w = g_wrappers[call][i];
+        }
+    }
+    pthread_mutex_unlock(&g_slot_lock);
+    if (!w) {
+        /* out of slots (a library loaded and unloaded many times): serve it uncaptured */
+        kcap_log_once(&g_log_slots_full, KCAP_LOG_WARN,
+                      "more than %d distinct %s functions loaded; further ones are not captured",
+                      KCAP_NSLOTS, g_names[call]);
+        return real;
+    }
+    return w;
+}
+
+static kcap_vattn_fn kcap_direct_resolve(int call)
+{
+    kcap_slot *sl = &g_direct[call];
+    kcap_vattn_fn f = atomic_load_explicit(&sl->real, memory_order_acquire);
+    if (f)
+        return f;
+    kcap_dlsym_fn real = (kcap_dlsym_fn)kcap_dlsym_init();
+    if (!real)
+        return NULL;
+    /* called from inside libkcap.so, so RTLD_NEXT means "after us" */
+    f = (kcap_vattn_fn)real(RTLD_NEXT, g_names[call]);
+    if (f) {
+        sl->call = call;
+        atomic_store_explicit(&sl->real, f, memory_order_release);
+    }
+    return f;
+}
+
+/* The linker-bound definitions. Returning VATTN_ERR_NO_DEVICE when no real library is
+ * behind us can only happen if the host resolved our symbol without loading one. */
+#define KCAP_DIRECT(c, fname)                                                              \
+    __attribute__((visibility("default"))) int fname(const vattn_args *a, void *ws,        \
+                                                     size_t wsb, void *s)                  \
+    {                                                                                      \
+        kcap_slot *sl = &g_direct[c];                                                      \
+        if (__builtin_expect(!atomic_load_explicit(&sl->real, memory_order_acquire), 0) && \
+            !kcap_direct_resolve(c))                                                       \
+            return VATTN_ERR_NO_DEVICE;                                                    \
+        return kcap_enter(sl, a, ws, wsb, s);                                              \
+    }
+KCAP_DIRECT(0, vattn_verify)
+KCAP_DIRECT(1, vattn_verify_reference)
+
+/* ------------------------------------------------------------------------------------ */
+/* CUDA graph capture (issue 8)                                                          */
+/*
+ * A dormant process pays nothing per call, so it cannot notice that a call is being
+ * recorded into a CUDA graph — and a graph captured while dormant must still carry our
+ * staging nodes, or a later `kcap arm` could never capture its replays. So we interpose
+ * the runtime's cudaStreamBeginCapture / cudaStreamEndCapture (torch and SGLang reach them
+ * through libcudart's dynamic symbols) and take the slow path only while a capture is open.
+ */
+void kcap_graph_capture_begin(void);
+void kcap_graph_capture_end(void);
+
+typedef int (*kcap_begin_fn)(void *, int);
+typedef int (*kcap_end_fn)(void *, void **);
+static kcap_begin_fn g_real_begin;
+static kcap_end_fn g_real_end;
+
+__attribute__((visibility("default"))) int cudaStreamBeginCapture(void *stream, int mode)
+{
+    kcap_begin_fn f = __atomic_load_n(&g_real_begin, __ATOMIC_ACQUIRE);
+    if (!f) {
+        kcap_dlsym_fn real = (kcap_dlsym_fn)kcap_dlsym_init();
+        f = real ? (kcap_begin_fn)real(RTLD_NEXT, "cudaStreamBeginCapture") : NULL;
+        if (!f)
+            return 1; /* cudaErrorInvalidValue: no runtime behind us (cannot happen in practice) */
+        __atomic_store_n(&g_real_begin, f, __ATOMIC_RELEASE);
+    }
+    int rc = f(stream, mode);
+    if (rc == 0)
+        kcap_graph_capture_begin();
+    return rc;
+}
+
+__attribute__((visibility("default"))) int cudaStreamEndCapture(void *stream, void **graph)
+{
+    kcap_end_fn f = __atomic_load_n(&g_real_end, __ATOMIC_ACQUIRE);
+    if (!f) {
+        kcap_dlsym_fn real = (kcap_dlsym_fn)kcap_dlsym_init();
+        f = real ? (kcap_end_fn)real(RTLD_NEXT, "cudaStreamEndCapture") : NULL;
+        if (!f)
+            return 1;
+        __atomic_store_n(&g_real_end, f, __ATOMIC_RELEASE);
+    }
+    int rc = f(stream, graph);
+    kcap_graph_capture_end();
+    return rc;
+}

@@ -1,0 +1,307 @@
+/*
+ * capture_client.c — a host program for capture tests, linked directly against
+ * libverify_attn_cpu.so (so the call binds through the dynamic linker, the path a C server
+ * uses). It makes random verify calls — bf16 non-zero data, ragged prefixes, a random slot
+ * permutation of a pool larger than needed, int64 (or int32) indices, strided q and o,
+ * random visibility or causal — and dumps every call's inputs and what it received back
+ * (status, o, lse) to files, so the tests can (1) compare runs with and without libkcap.so
+ * byte for byte and (2) compare each snapshot with what the client really passed and got.
+ *
+ * usage: capture_client [--calls N] [--seed S] [--dump DIR] [--threads T] [--fork]
+ *                       [--until FILE] [--int32] [--reference] [--quiet] [--hash]
+ *   --until FILE  keep calling (no dumps after the first N) until FILE exists; used by the
+ *                 arming test, which needs a process that is alive and calling.
+ * Dump files: DIR/<tag>.{meta,q,pool,indptr,indices,vis,o,lse}; tag = p<pid>-t<thread>-c<i>.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "verify_attn.h"
+
+static int g_calls = 4, g_threads = 1, g_fork = 0, g_int32 = 0, g_ref = 0, g_quiet = 0;
+static uint64_t g_seed = 1;
+static const char *g_dump, *g_until;
+static int g_hash;
+static int g_invalid; /* every other call has num_heads = 0: the library rejects it */ /* print a hash of what each call returned (no files: disk-full tests) */
+static pthread_mutex_t g_out_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ ((const unsigned char *)p)[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+/* a random non-zero bf16 in about [-2, 2] */
+static uint16_t rbf16(uint64_t *s)
+{
+    float f;
+    do
+        f = (float)((double)(rnd(s) % 2000001) / 500000.0 - 2.0);
+    while (f == 0.0f);
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16) ? (uint16_t)(u >> 16) : 0x3f80;
+}
+
+static int dump(const char *tag, const char *ext, const void *p, size_t n)
+{
+    if (!g_dump)
+        return 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.%s", g_dump, tag, ext);
+    FILE *f = fopen(path, "wb");
+    if (!f || (n && fwrite(p, 1, n, f) != n)) {
+        fprintf(stderr, "capture_client: cannot write %s: %s\n", path, strerror(errno));
+        if (f)
+            fclose(f);
+        return -1;
+    }
+    return fclose(f);
+}
+
+/* One random call; returns 0 when it ran (whatever the library's status), -1 on a client
+ * problem. */
+static int one_call(uint64_t *s, const char *tag)
+{
+    int bs = 1 + (int)(rnd(s) % 3), q_len = 1 + (int)(rnd(s) % 6), H = 1 + (int)(rnd(s) % 8);
+    int T = bs * q_len;
+    int32_t *indptr = malloc(sizeof(int32_t) * (size_t)(bs + 1));
+    indptr[0] = 0;
+    for (int b = 0; b < bs; b++)
+        indptr[b + 1] = indptr[b] + q_len + (int)(rnd(s) % 150); /* ragged prefixes */
+    int64_t nnz = indptr[bs];
+    int64_t num_slots = nnz + 64 + (int64_t)(rnd(s) % 256);
+    int64_t kv_stride = 576 + 8 * (int64_t)(rnd(s) % 3);
+    /* a random permutation of the pool's slots; each key takes a distinct slot */
+    int64_t *perm = malloc(sizeof(int64_t) * (size_t)num_slots);
+    for (int64_t i = 0; i < num_slots; i++)
+        perm[i] = i;
+    for (int64_t i = num_slots - 1; i > 0; i--) {
+        int64_t j = (int64_t)(rnd(s) % (uint64_t)(i + 1)), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    size_t isz = g_int32 ? 4 : 8;
+    void *indices = malloc(isz * (size_t)nnz);
+    for (int64_t i = 0; i < nnz; i++) {
+        if (g_int32)
+            ((int32_t *)indices)[i] = (int32_t)perm[i];
+        else
+            ((int64_t *)indices)[i] = perm[i];
+    }
+    uint16_t *pool = malloc(2 * (size_t)(num_slots * kv_stride));
+    for (int64_t i = 0; i < num_slots * kv_stride; i++)
+        pool[i] = rbf16(s);
+    int64_t qsh = 576 + 8 * (int64_t)(rnd(s) % 2), qst = H * qsh + 8 * (int64_t)(rnd(s) % 2);
+    int64_t osh = 512 + 8 * (int64_t)(rnd(s) % 2), ost = H * osh;
+    uint16_t *q = malloc(2 * (size_t)(T * qst));
+    for (int64_t i = 0; i < T * qst; i++)
+        q[i] = rbf16(s);
+    uint8_t *vis = NULL;
+    if (rnd(s) % 2) {
+        vis = malloc((size_t)(bs * q_len * q_len));
+        for (int i = 0; i < bs * q_len * q_len; i++)
+            vis[i] = (uint8_t)(rnd(s) % 2);
+    }
+    uint16_t *o = malloc(2 * (size_t)(T * ost));
+    memset(o, 0xA5, 2 * (size_t)(T * ost)); /* poisoned: gaps must stay poisoned */
+    float *lse = malloc(sizeof(float) * (size_t)(T * H));
+    memset(lse, 0xA5, sizeof(float) * (size_t)(T * H));
+
+    vattn_args a;
+    memset(&a, 0, sizeof a);
+    a.struct_size = sizeof a;
+    a.dtype = VATTN_DTYPE_BF16;
+    a.index_type = g_int32 ? VATTN_INDEX_INT32 : VATTN_INDEX_INT64;
+    a.bs = bs;
+    a.q_len = q_len;
+    a.num_heads = H;
+    a.num_slots = num_slots;
+    a.max_kv_len = 0;
+    a.sm_scale = 0.0625f;
+    a.q = q;
+    a.q_stride_t = qst;
+    a.q_stride_h = qsh;
+    a.kv_cache = pool;
+    a.kv_stride = kv_stride;
+    a.kv_indptr = indptr;
+    a.kv_indices = indices;
+    a.visibility = vis;
+    a.o = o;
+    a.o_stride_t = ost;
+    a.o_stride_h = osh;
+    a.lse = lse;
+    size_t wsb = vattn_workspace_size(&a);
+    void *ws = wsb ? aligned_alloc(64, (wsb + 63) / 64 * 64) : NULL;
+    static int flip;
+    if (g_invalid && (flip++ & 1))
+        a.num_heads = 0;
+    int st = g_ref ? vattn_verify_reference(&a, ws, wsb, NULL) : vattn_verify(&a, ws, wsb, NULL);
+
+    int rc = 0;
+    if (tag && g_hash) {
+        uint64_t h = fnv(0xcbf29ce484222325ull, &st, sizeof st);
+        h = fnv(h, o, 2 * (size_t)(T * ost));
+        h = fnv(h, lse, sizeof(float) * (size_t)(T * H));
+        pthread_mutex_lock(&g_out_lock);
+        printf("%s %016llx\n", tag, (unsigned long long)h);
+        fflush(stdout);
+        pthread_mutex_unlock(&g_out_lock);
+    }
+    if (tag && g_dump) {
+        /* the q and o views, densified */
+        uint16_t *qd = malloc(2 * (size_t)T * H * 576), *od = malloc(2 * (size_t)T * H * 512);
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < H; h++) {
+                memcpy(qd + ((size_t)t * H + h) * 576, q + t * qst + h * qsh, 2 * 576);
+                memcpy(od + ((size_t)t * H + h) * 512, o + t * ost + h * osh, 2 * 512);
+            }
+        char meta[512];
+        int n = snprintf(meta, sizeof meta,
+                         "status %d\nbs %d\nq_len %d\nheads %d\nnum_slots %lld\nkv_stride %lld\n"
+                         "index_size %zu\nvis %d\nnnz %lld\n",
+                         st, bs, q_len, H, (long long)num_slots, (long long)kv_stride, isz,
+                         vis != NULL, (long long)nnz);
+        rc |= dump(tag, "meta", meta, (size_t)n);
+        rc |= dump(tag, "q", qd, 2 * (size_t)T * H * 576);
+        rc |= dump(tag, "pool", pool, 2 * (size_t)(num_slots * kv_stride));
+        rc |= dump(tag, "indptr", indptr, sizeof(int32_t) * (size_t)(bs + 1));
+        rc |= dump(tag, "indices", indices, isz * (size_t)nnz);
+        if (vis)
+            rc |= dump(tag, "vis", vis, (size_t)(bs * q_len * q_len));
+        rc |= dump(tag, "o", od, 2 * (size_t)T * H * 512);
+        rc |= dump(tag, "ofull", o, 2 * (size_t)(T * ost)); /* gaps included */
+        rc |= dump(tag, "lse", lse, sizeof(float) * (size_t)(T * H));
+        free(qd);
+        free(od);
+    }
+    if (st != VATTN_OK && !g_quiet)
+        fprintf(stderr, "capture_client: vattn_verify returned %d\n", st);
+    free(ws);
+    free(indptr);
+    free(perm);
+    free(indices);
+    free(pool);
+    free(q);
+    free(vis);
+    free(o);
+    free(lse);
+    return rc ? -1 : (st == VATTN_OK ? 0 : 1);
+}
+
+typedef struct {
+    int id;
+    int rc;
+} thr;
+
+static void *run_thread(void *p)
+{
+    thr *t = p;
+    uint64_t s = g_seed * 0x9E3779B97F4A7C15ull + (uint64_t)t->id * 7919 + 1;
+    for (int c = 0; c < 3; c++)
+        rnd(&s);
+    for (int i = 0; i < g_calls; i++) {
+        char tag[64];
+        snprintf(tag, sizeof tag, "s%llu-t%d-c%d", (unsigned long long)g_seed, t->id, i);
+        if (one_call(&s, tag))
+            t->rc = 1;
+    }
+    if (g_until) {
+        while (access(g_until, F_OK)) {
+            one_call(&s, NULL);
+            struct timespec ts = {0, 2 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return NULL;
+}
+
+static int run_all(void)
+{
+    thr ts[64];
+    pthread_t th[64];
+    int rc = 0;
+    for (int i = 0; i < g_threads; i++) {
+        ts[i].id = i;
+        ts[i].rc = 0;
+        if (pthread_create(&th[i], NULL, run_thread, &ts[i]))
+            return 1;
+    }
+    for (int i = 0; i < g_threads; i++) {
+        pthread_join(th[i], NULL);
+        rc |= ts[i].rc;
+    }
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
+        if (!strcmp(a, "--calls"))
+            g_calls = atoi(v), i++;
+        else if (!strcmp(a, "--seed"))
+            g_seed = strtoull(v, NULL, 10), i++;
+        else if (!strcmp(a, "--dump"))
+            g_dump = v, i++;
+        else if (!strcmp(a, "--threads"))
+            g_threads = atoi(v), i++;
+        else if (!strcmp(a, "--until"))
+            g_until = v, i++;
+        else if (!strcmp(a, "--fork"))
+            g_fork = 1;
+        else if (!strcmp(a, "--int32"))
+            g_int32 = 1;
+        else if (!strcmp(a, "--reference"))
+            g_ref = 1;
+        else if (!strcmp(a, "--quiet"))
+            g_quiet = 1;
+        else if (!strcmp(a, "--invalid"))
+            g_invalid = 1, g_quiet = 1;
+        else if (!strcmp(a, "--hash"))
+            g_hash = 1;
+        else {
+            fprintf(stderr, "capture_client: unknown argument %s\n", a);
+            return 2;
+        }
+    }
+    if (g_threads < 1 || g_threads > 64 || g_calls < 0) {
+        fprintf(stderr, "capture_client: bad --threads/--calls\n");
+        return 2;
+    }
+    if (!g_fork)
+        return run_all();
+    /* fork after the library is bound and capture is running: parent and child both call */
+    uint64_t s0 = g_seed + 1000;
+    char tag[64];
+    snprintf(tag, sizeof tag, "s%llu-prefork", (unsigned long long)g_seed);
+    one_call(&s0, tag);
+    pid_t pid = fork();
+    if (pid < 0)
+        return 1;
+    if (pid == 0) {
+        g_seed += 500; /* different data from the parent */
+        exit(run_all() ? 1 : 0); /* exit, not _exit: the capture flush at exit must run */
+    }
+    int rc = run_all();
+    int st = 0;
+    if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+        rc = 1;
+    return rc;
+}

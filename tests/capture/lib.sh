@@ -1,0 +1,58 @@
+# tests/capture/lib.sh — helpers shared by capture's test scripts (sourced, not run).
+# Paths follow KCAP_BUILD (build or build-asan); every test works in its own temp dir.
+set -u
+B=${KCAP_BUILD:-build}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT"
+LIBKCAP=$ROOT/$B/lib/libkcap.so
+CLIENT=$ROOT/$B/tests/capture/capture_client
+SNAPCMP=$ROOT/$B/tests/capture/snapcmp
+KCAP=$ROOT/$B/bin/kcap
+PY=${PYTHON:-/usr/bin/python3}
+T=$(mktemp -d /tmp/kcap-capture-test.XXXXXX)
+trap 'chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT
+FAILS=0
+# Under ASan the interposer must come after the runtime in LD_PRELOAD.
+PRELOAD=$LIBKCAP
+if [ "$B" = build-asan ]; then
+    asan=$(${CC:-cc} -print-file-name=libasan.so)
+    PRELOAD="$asan:$LIBKCAP"
+    export ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0:verify_asan_link_order=0
+fi
+
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+ok() { echo "ok: $*"; }
+need() { for f in "$@"; do [ -e "$f" ] || { echo "missing $f (build first)"; exit 77; }; done; }
+finish() { if [ $FAILS -eq 0 ]; then echo "all passed"; exit 0; else echo "$FAILS failures"; exit 1; fi; }
+
+# with_kcap VAR=VALUE... -- CMD...: run CMD with libkcap.so preloaded and the variables set
+with_kcap() {
+    local envs=()
+    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    env "${envs[@]}" LD_PRELOAD="$PRELOAD" "$@"
+}
+
+# same_outputs REFDIR DIR: what the client received (status, o with its gaps, lse) is
+# byte-identical between two runs
+same_outputs() {
+    local n=0 bad=0 f
+    for f in "$1"/*.meta "$1"/*.ofull "$1"/*.lse; do
+        [ -e "$f" ] || continue
+        n=$((n + 1))
+        if [ "${f##*.}" = meta ]; then
+            grep -q "^status" "$f" && diff <(grep ^status "$f") <(grep ^status "$2/$(basename "$f")") >/dev/null || bad=$((bad + 1))
+        else
+            cmp -s "$f" "$2/$(basename "$f")" || bad=$((bad + 1))
+        fi
+    done
+    [ $n -gt 0 ] && [ $bad -eq 0 ]
+}
+
+count_h5() { find "$1" -maxdepth 1 -name '*.h5' 2>/dev/null | wc -l; }
+
+# kcap_check DIR: the CLI's full validation, when the CLI is built
+kcap_check() {
+    if [ -x "$KCAP" ]; then "$KCAP" check "$1" >/dev/null 2>"$T/check.err" || { cat "$T/check.err"; return 1; }; fi
+    return 0
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# test_capture_arm.sh — a dormant process is armed at run time, without a restart: a client
+# keeps calling under KCAP_DORMANT=1; nothing is captured until `kcap arm PID --count 2`,
+# then exactly 2 snapshots appear and capture goes dormant again; a second arming adds one
+# more; `kcap arm` on a process without libkcap.so fails cleanly. The snapshots validate.
+. "$(dirname "$0")/lib.sh"
+need "$LIBKCAP" "$CLIENT" "$SNAPCMP" "$KCAP"
+
+ env KCAP_DIR="$T/snaps" KCAP_DORMANT=1 LD_PRELOAD="$PRELOAD" "$CLIENT" --calls 1 --seed 31 --until "$T/stop" \
+    --quiet 2>"$T/err" &
+pid=$!
+wait_for() { # wait_for N: until N snapshots exist (10 s at most)
+    for _ in $(seq 200); do [ "$(count_h5 "$T/snaps")" -ge "$1" ] && return 0; sleep 0.05; done
+    return 1
+}
+sleep 0.5
+[ "$(count_h5 "$T/snaps")" = 0 ] && ok "dormant: nothing captured" || fail "dormant process captured"
+"$KCAP" arm "$pid" --count 2 >"$T/arm.out" 2>&1 && grep -q "armed for 2" "$T/arm.out" &&
+    ok "kcap arm acknowledged" || { cat "$T/arm.out"; fail "kcap arm"; }
+wait_for 2 && ok "2 snapshots after arming" || fail "no snapshots after arming"
+sleep 0.5
+[ "$(count_h5 "$T/snaps")" = 2 ] && ok "dormant again after 2" || fail "captured more than --count ($(count_h5 "$T/snaps"))"
+"$KCAP" arm "$pid" >/dev/null 2>&1 || fail "second kcap arm"
+wait_for 3 && sleep 0.3 && [ "$(count_h5 "$T/snaps")" = 3 ] && ok "second arming: one more" || fail "second arming ($(count_h5 "$T/snaps"))"
+touch "$T/stop"
+wait "$pid" || fail "client exit status"
+"$SNAPCMP" --expect 3 "$T/snaps" - >/dev/null && ok "armed snapshots validate" || fail "snapcmp"
+kcap_check "$T/snaps" || fail "kcap check"
+ls -A "$T/snaps" | grep -q kcap-arm && fail "control file left behind" || ok "control files consumed"
+
+sleep 30 & other=$!
+"$KCAP" arm "$other" >"$T/arm2.out" 2>&1
+rc=$?
+kill "$other" 2>/dev/null
+[ $rc = 1 ] && grep -q "no libkcap.so" "$T/arm2.out" && ok "arming a process without libkcap.so fails cleanly" ||
+    { cat "$T/arm2.out"; fail "arm without libkcap"; }
+"$KCAP" arm notapid >/dev/null 2>&1; [ $? = 2 ] && ok "bad pid is a usage error" || fail "bad pid"
+finish

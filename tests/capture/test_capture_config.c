@@ -1,0 +1,118 @@
+/*
+ * test_capture_config.c — table-driven test of libkcap.so's environment parsing
+ * (capture/kcap_config.c): every variable's accepted and rejected forms, that a rejection
+ * names the variable, and call selection (KCAP_CALLS ranges x KCAP_EVERY).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "kcap_cap.h"
+
+typedef struct {
+    const char *env[8]; /* "NAME=value" */
+} envset;
+
+static const char *get(const char *name, void *ud)
+{
+    const envset *e = ud;
+    size_t n = strlen(name);
+    for (int i = 0; i < 8 && e->env[i]; i++)
+        if (!strncmp(e->env[i], name, n) && e->env[i][n] == '=')
+            return e->env[i] + n + 1;
+    return NULL;
+}
+
+static int fails;
+#define CHECK(c, ...)                                                                      \
+    do {                                                                                   \
+        if (!(c)) {                                                                        \
+            fails++;                                                                       \
+            printf("FAIL line %d: ", __LINE__);                                            \
+            printf(__VA_ARGS__);                                                           \
+            printf("\n");                                                                  \
+        }                                                                                  \
+    } while (0)
+
+int main(void)
+{
+    static const struct {
+        envset e;
+        int ok;
+        const char *why_has; /* the variable named in the message */
+    } cases[] = {
+        {{{"KCAP_DIR=/tmp/x"}}, 1, NULL},
+        {{{NULL}}, 0, "KCAP_DIR"},
+        {{{"KCAP_DIR="}}, 0, "KCAP_DIR"},
+        {{{"KCAP_DIR=/d", "KCAP_CALLS=0-9,100"}}, 1, NULL},
+        {{{"KCAP_DIR=/d", "KCAP_CALLS=9-0"}}, 0, "KCAP_CALLS"},
+        {{{"KCAP_DIR=/d", "KCAP_CALLS=1,,2"}}, 0, "KCAP_CALLS"},
+        {{{"KCAP_DIR=/d", "KCAP_CALLS=1,"}}, 0, "KCAP_CALLS"},
+        {{{"KCAP_DIR=/d", "KCAP_CALLS=a"}}, 0, "KCAP_CALLS"},
+        {{{"KCAP_DIR=/d", "KCAP_CALLS=-3"}}, 0, "KCAP_CALLS"},
+        {{{"KCAP_DIR=/d", "KCAP_EVERY=0"}}, 0, "KCAP_EVERY"},
+        {{{"KCAP_DIR=/d", "KCAP_EVERY=3x"}}, 0, "KCAP_EVERY"},
+        {{{"KCAP_DIR=/d", "KCAP_EVERY=-1"}}, 0, "KCAP_EVERY"},
+        {{{"KCAP_DIR=/d", "KCAP_MAX=12"}}, 1, NULL},
+        {{{"KCAP_DIR=/d", "KCAP_MAX=1e3"}}, 0, "KCAP_MAX"},
+        {{{"KCAP_DIR=/d", "KCAP_MAX_BYTES=2G"}}, 1, NULL},
+        {{{"KCAP_DIR=/d", "KCAP_MAX_BYTES=2GB"}}, 1, NULL},
+        {{{"KCAP_DIR=/d", "KCAP_MAX_BYTES=2GiB"}}, 1, NULL},
+        {{{"KCAP_DIR=/d", "KCAP_MAX_BYTES=2Q"}}, 0, "KCAP_MAX_BYTES"},
+        {{{"KCAP_DIR=/d", "KCAP_MAX_BYTES=G"}}, 0, "KCAP_MAX_BYTES"},
+        {{{"KCAP_DIR=/d", "KCAP_MAX_BYTES=99999999999999999999"}}, 0, "KCAP_MAX_BYTES"},
+        {{{"KCAP_DIR=/d", "KCAP_MAX_BYTES=99999999999T"}}, 0, "KCAP_MAX_BYTES"},
+        {{{"KCAP_DIR=/d", "KCAP_QUEUE_BYTES=0"}}, 0, "KCAP_QUEUE_BYTES"},
+        {{{"KCAP_DIR=/d", "KCAP_DORMANT=1"}}, 1, NULL},
+        {{{"KCAP_DIR=/d", "KCAP_DORMANT=maybe"}}, 0, "KCAP_DORMANT"},
+        {{{"KCAP_DIR=/d", "KCAP_LOG=loud"}}, 0, "KCAP_LOG"},
+        {{{"KCAP_DIR=/d", "KCAP_FLUSH_TIMEOUT=5000"}}, 0, "KCAP_FLUSH_TIMEOUT"},
+        {{{"KCAP_DIR=/d", "KCAP_FORK=spoon"}}, 0, "KCAP_FORK"},
+        {{{"KCAP_DIR=/d", "KCAP_RING_BYTES=1K"}}, 0, "KCAP_RING_BYTES"},
+        {{{"KCAP_DIR=/d", "KCAP_GPU_MODE=fast"}}, 0, "KCAP_GPU_MODE"},
+        {{{"KCAP_DIR=/d", "KCAP_ZSTD_LEVEL=0"}}, 0, "KCAP_ZSTD_LEVEL"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kcap_config c;
+        char why[512] = "";
+        int rc = kcap_config_parse(&c, get, (void *)&cases[i].e, why, sizeof why);
+        CHECK((rc == 0) == cases[i].ok, "case %zu (%s %s): rc %d why '%s'", i,
+              cases[i].e.env[0] ? cases[i].e.env[0] : "-",
+              cases[i].e.env[1] ? cases[i].e.env[1] : "", rc, why);
+        if (!cases[i].ok)
+            CHECK(strstr(why, cases[i].why_has) != NULL, "case %zu: '%s' does not name %s", i,
+                  why, cases[i].why_has);
+    }
+
+    /* values */
+    envset e = {{"KCAP_DIR=/d", "KCAP_MAX_BYTES=3M", "KCAP_QUEUE_BYTES=512k", "KCAP_EVERY=3",
+                 "KCAP_CALLS=2-10,20", "KCAP_DORMANT=yes", "KCAP_FLUSH_TIMEOUT=2"}};
+    kcap_config c;
+    char why[256];
+    CHECK(kcap_config_parse(&c, get, &e, why, sizeof why) == 0, "%s", why);
+    CHECK(c.max_bytes == 3u << 20, "max_bytes %llu", (unsigned long long)c.max_bytes);
+    CHECK(c.queue_bytes == 512u << 10, "queue_bytes %llu", (unsigned long long)c.queue_bytes);
+    CHECK(c.dormant == 1 && c.flush_ms == 2000 && c.every == 3 && c.nranges == 2, "fields");
+    /* selection: in 2-10 or 20, and seq % 3 == 0 */
+    static const struct { uint64_t seq; int sel; } sel[] = {
+        {0, 0}, {1, 0}, {2, 0}, {3, 1}, {6, 1}, {9, 1}, {10, 0}, {12, 0}, {18, 0}, {20, 0},
+        {21, 0}};
+    for (size_t i = 0; i < sizeof sel / sizeof sel[0]; i++)
+        CHECK(kcap_config_selects(&c, sel[i].seq) == sel[i].sel, "select(%llu)",
+              (unsigned long long)sel[i].seq);
+    envset e2 = {{"KCAP_DIR=/d", "KCAP_CALLS=0-1,5"}};
+    CHECK(kcap_config_parse(&c, get, &e2, why, sizeof why) == 0, "%s", why);
+    int want[8] = {1, 1, 0, 0, 0, 1, 0, 0};
+    for (int i = 0; i < 8; i++)
+        CHECK(kcap_config_selects(&c, (uint64_t)i) == want[i], "calls select(%d)", i);
+    envset e3 = {{"KCAP_DIR=/d"}};
+    CHECK(kcap_config_parse(&c, get, &e3, why, sizeof why) == 0, "%s", why);
+    for (int i = 0; i < 100; i++)
+        CHECK(kcap_config_selects(&c, (uint64_t)i) == 1, "default selects all (%d)", i);
+    uint64_t u;
+    CHECK(kcap_parse_bytes("1k", &u) == 0 && u == 1024, "1k");
+    CHECK(kcap_parse_bytes("17", &u) == 0 && u == 17, "17");
+    CHECK(kcap_parse_bytes("", &u) != 0, "empty");
+    CHECK(kcap_parse_bytes(" 1", &u) != 0, "space");
+    printf("%s\n", fails ? "FAILED" : "ok");
+    return fails ? 1 : 0;
+}

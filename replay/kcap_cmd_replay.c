@@ -1,0 +1,336 @@
+/*
+ * kcap_cmd_replay.c — `kcap replay`: option parsing, the run loop and --watch.
+ *
+ * A run = load the libraries fresh (kcap_replayer), collect the snapshot set again (a
+ * watched directory may have gained files), replay every case, print the table, write the
+ * JSON. --watch repeats runs on every settled change of the library or the snapshot paths,
+ * and keeps going when a run cannot even start (a half-written or broken .so): the message
+ * says so and the next rebuild gets its turn. The CUDA device is opened once and reused.
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kcap_cli.h"
+#include "kcap_replay.h"
+#include "kcap_report.h"
+#include "kcap_snapfiles.h"
+#include "kcap_watch.h"
+
+typedef struct cmd_opts {
+    kcap_replay_opts ro;
+    const char *json;
+    int watch;
+    int watch_runs; /* stop after this many runs (0 = until a signal) */
+    int quiet;
+    char *const *paths;
+    int npaths;
+} cmd_opts;
+
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: kcap replay PATH... --kernel LIB.so [options]\n"
+            "\n"
+            "Replays snapshot files (or directories of them, recursively, in sorted order)\n"
+            "through a kernel library loaded fresh from a private copy, and judges each output\n"
+            "against the captured output and against an independent reference.\n"
+            "\n"
+            "  --kernel LIB.so     the library under test (CPU or CUDA; vattn_backend() decides)\n"
+            "  --ref cpu|gpu|none  reference: cpu = libverify_attn_cpu.so, gpu = the CUDA\n"
+            "                      library's vattn_verify_reference (default: gpu for a CUDA\n"
+            "                      library, cpu for a CPU one)\n"
+            "  --ref-lib LIB.so    reference library (default: next to kcap, BUILD/lib/)\n"
+            "  --atol A --rtol R   tolerance of bf16/fp16 outputs (default %g, %g)\n"
+            "  --lse-atol A --lse-rtol R   tolerance of fp32 outputs (lse) (default %g, %g)\n"
+            "  --pool auto|original|remap  KV pool rebuild: the captured slot ids (original),\n"
+            "                      or a compact pool with the same scatter (remap); auto keeps\n"
+            "                      the original ids while the pool fits in half of free memory\n"
+            "  --bench             time each case (CUDA events, L2 flushed; host clock on CPU)\n"
+            "  --iters N           timed runs per case (default 20); --warmup N (default 3)\n"
+            "  --watch             re-run whenever the library or the snapshots change\n"
+            "  --watch-runs N      with --watch: stop after N runs\n"
+            "  --json FILE         write the results as JSON\n"
+            "  --device N          CUDA device ordinal (default 0)\n"
+            "  --quiet             print only failing rows, problems and the summary\n"
+            "\n"
+            "Exit status: 0 when every case passes, 1 otherwise, 2 on a usage error.\n",
+            KCAP_CMP_ATOL_BF16, KCAP_CMP_RTOL_BF16, KCAP_CMP_ATOL_F32, KCAP_CMP_RTOL_F32);
+}
+
+static int parse_double(const char *opt, const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (!*s || *end || !(v >= 0)) {
+        fprintf(stderr, "kcap replay: %s: '%s' is not a non-negative number\n", opt, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_int(const char *opt, const char *s, int lo, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > 1000000) {
+        fprintf(stderr, "kcap replay: %s: '%s' is not an integer >= %d\n", opt, s, lo);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* 0 ok, 1 --help, 2 usage error */
+static int parse(int argc, char **argv, cmd_opts *c)
+{
+    enum { O_REF_LIB = 256, O_LSE_ATOL, O_LSE_RTOL, O_ITERS, O_WARMUP, O_WATCH_RUNS, O_DEVICE,
+           O_POOL };
+    static const struct option lo[] = {
+        {"kernel", required_argument, 0, 'k'},  {"ref", required_argument, 0, 'r'},
+        {"ref-lib", required_argument, 0, O_REF_LIB}, {"bench", no_argument, 0, 'b'},
+        {"watch", no_argument, 0, 'w'},         {"json", required_argument, 0, 'j'},
+        {"atol", required_argument, 0, 'a'},    {"rtol", required_argument, 0, 'R'},
+        {"lse-atol", required_argument, 0, O_LSE_ATOL},
+        {"lse-rtol", required_argument, 0, O_LSE_RTOL},
+        {"pool", required_argument, 0, O_POOL}, {"iters", required_argument, 0, O_ITERS},
+        {"warmup", required_argument, 0, O_WARMUP},
+        {"watch-runs", required_argument, 0, O_WATCH_RUNS},
+        {"device", required_argument, 0, O_DEVICE}, {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+    memset(c, 0, sizeof *c);
+    kcap_replay_opts_default(&c->ro);
+    c->ro.build_dir = kcap_cli_build_dir();
+    optind = 0; /* GNU: full re-initialisation */
+    opterr = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, ":hqbw", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'k': c->ro.kernel_path = optarg; break;
+        case 'r':
+            if (!strcmp(optarg, "cpu"))
+                c->ro.ref = KCAP_REF_CPU;
+            else if (!strcmp(optarg, "gpu"))
+                c->ro.ref = KCAP_REF_GPU;
+            else if (!strcmp(optarg, "none"))
+                c->ro.ref = KCAP_REF_NONE;
+            else if (!strcmp(optarg, "auto"))
+                c->ro.ref = KCAP_REF_AUTO;
+            else {
+                fprintf(stderr, "kcap replay: --ref: '%s' is not cpu, gpu or none\n", optarg);
+                return 2;
+            }
+            break;
+        case O_REF_LIB: c->ro.ref_lib = optarg; break;
+        case 'b': c->ro.bench = 1; break;
+        case 'w': c->watch = 1; break;
+        case 'j': c->json = optarg; break;
+        case 'q': c->quiet = 1; break;
+        case 'a':
+            if (parse_double("--atol", optarg, &c->ro.tol_half.atol))
+                return 2;
+            break;
+        case 'R':
+            if (parse_double("--rtol", optarg, &c->ro.tol_half.rtol))
+                return 2;
+            break;
+        case O_LSE_ATOL:
+            if (parse_double("--lse-atol", optarg, &c->ro.tol_f32.atol))
+                return 2;
+            break;
+        case O_LSE_RTOL:
+            if (parse_double("--lse-rtol", optarg, &c->ro.tol_f32.rtol))
+                return 2;
+            break;
+        case O_POOL:
+            if (!strcmp(optarg, "auto"))
+                c->ro.pool = KCAP_POOL_AUTO;
+            else if (!strcmp(optarg, "original"))
+                c->ro.pool = KCAP_POOL_ORIGINAL;
+            else if (!strcmp(optarg, "remap"))
+                c->ro.pool = KCAP_POOL_REMAP;
+            else {
+                fprintf(stderr, "kcap replay: --pool: '%s' is not auto, original or remap\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case O_ITERS:
+            if (parse_int("--iters", optarg, 1, &c->ro.iters))
+                return 2;
+            break;
+        case O_WARMUP:
+            if (parse_int("--warmup", optarg, 0, &c->ro.warmup))
+                return 2;
+            break;
+        case O_WATCH_RUNS:
+            if (parse_int("--watch-runs", optarg, 1, &c->watch_runs))
+                return 2;
+            break;
+        case O_DEVICE:
+            if (parse_int("--device", optarg, 0, &c->ro.device))
+                return 2;
+            break;
+        case 'h': return 1;
+        case ':':
+            fprintf(stderr, "kcap replay: option %s needs a value\n", argv[optind - 1]);
+            return 2;
+        default:
+            fprintf(stderr, "kcap replay: unknown option '%s'\n", argv[optind - 1]);
+            return 2;
+        }
+    }
+    c->paths = argv + optind;
+    c->npaths = argc - optind;
+    if (!c->ro.kernel_path) {
+        fprintf(stderr, "kcap replay: --kernel LIB.so is required\n");
+        return 2;
+    }
+    if (c->npaths < 1) {
+        fprintf(stderr, "kcap replay: no snapshot files or directories given\n");
+        return 2;
+    }
+    return 0;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* One run over the whole set. Returns the exit status of the run (0 all pass, 1 not). */
+static int run_once(const cmd_opts *c, kcap_dev **dev, int run_no)
+{
+    double t0 = now_ms();
+    kcap_error err = {0};
+    kcap_replayer *r = NULL;
+    kcap_run_info info = {.kernel = c->ro.kernel_path, .kernel_hash = "", .backend = "?",
+                          .ref = "?", .ref_lib = "", .opts = &c->ro, .run = run_no};
+    int rc = kcap_replayer_create(&c->ro, dev, &r, &err);
+    if (rc) {
+        fprintf(stderr, "kcap replay: %s\n", err.msg);
+        if (c->json) {
+            info.load_error = err.msg;
+            info.wall_ms = now_ms() - t0;
+            kcap_error je = {0};
+            if (kcap_report_json(c->json, &info, NULL, 0, &je))
+                fprintf(stderr, "kcap replay: %s\n", je.msg);
+        }
+        return 1;
+    }
+    info.kernel_hash = kcap_replayer_kernel_hash(r);
+    info.backend = kcap_replayer_backend(r);
+    info.ref = kcap_replayer_ref_name(r);
+    info.ref_lib = kcap_replayer_ref_path(r);
+    info.dev = !strcmp(info.backend, "cuda") && *dev ? kcap_dev_get_info(*dev) : NULL;
+
+    kcap_snapfiles files;
+    if ((rc = kcap_snapfiles_collect(c->paths, c->npaths, &files, &err))) {
+        fprintf(stderr, "kcap replay: %s\n", err.msg);
+        kcap_replayer_free(r);
+        return 1;
+    }
+    kcap_case_result *cases = calloc((size_t)(files.n ? files.n : 1), sizeof *cases);
+    if (!cases) {
+        fprintf(stderr, "kcap replay: out of memory\n");
+        kcap_snapfiles_free(&files);
+        kcap_replayer_free(r);
+        return 1;
+    }
+    if (!c->quiet)
+        kcap_report_header(stdout, &info);
+    int n = 0;
+    for (int i = 0; i < files.n && !g_stop; i++, n++) {
+        kcap_report_progress(i, files.n, files.paths[i]);
+        kcap_replayer_run(r, files.paths[i], &cases[i]);
+        kcap_report_progress(-1, 0, NULL);
+        if (!c->quiet || !cases[i].pass)
+            kcap_report_row(stdout, &cases[i], c->ro.bench);
+        fflush(stdout);
+    }
+    info.wall_ms = now_ms() - t0;
+    kcap_report_details(stdout, cases, n);
+    if (files.n == 0)
+        printf("no snapshots (*.h5) found under the given paths\n");
+    kcap_report_summary(stdout, cases, n, info.wall_ms);
+    fflush(stdout);
+    int all = files.n > 0 && n == files.n;
+    for (int i = 0; i < n; i++)
+        all &= cases[i].pass;
+    if (c->json && (rc = kcap_report_json(c->json, &info, cases, n, &err))) {
+        fprintf(stderr, "kcap replay: %s\n", err.msg);
+        all = 0;
+    }
+    free(cases);
+    kcap_snapfiles_free(&files);
+    kcap_replayer_free(r);
+    return all ? 0 : 1;
+}
+
+static int watch_loop(const cmd_opts *c, kcap_dev **dev)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal; /* no SA_RESTART: poll() returns on the signal */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    const char *files[2] = {c->ro.kernel_path, c->ro.ref_lib};
+    kcap_watch *w = NULL;
+    kcap_error err = {0};
+    if (kcap_watch_create(files, c->ro.ref_lib ? 2 : 1, c->paths, c->npaths, 300, &w, &err)) {
+        fprintf(stderr, "kcap replay: %s\n", err.msg);
+        return 1;
+    }
+    int status = run_once(c, dev, 1);
+    for (int run = 2; !g_stop && (!c->watch_runs || run <= c->watch_runs); run++) {
+        printf("\nwatching %s and the snapshots for changes (Ctrl-C to stop)\n",
+               c->ro.kernel_path);
+        fflush(stdout);
+        int r = kcap_watch_wait(w, &g_stop, &err);
+        if (r < 0) {
+            fprintf(stderr, "kcap replay: %s\n", err.msg);
+            status = 1;
+            break;
+        }
+        if (r == 0)
+            break;
+        printf("\nchange detected (%s): run %d\n", kcap_watch_last(w), run);
+        fflush(stdout);
+        status = run_once(c, dev, run);
+    }
+    kcap_watch_free(w);
+    return status;
+}
+
+int kcap_cmd_replay(int argc, char **argv)
+{
+    cmd_opts c;
+    int p = parse(argc, argv, &c);
+    if (p == 1) {
+        usage(stdout);
+        return 0;
+    }
+    if (p) {
+        fprintf(stderr, "(kcap replay --help describes the options)\n");
+        return 2;
+    }
+    kcap_dev *dev = NULL;
+    int status = c.watch ? watch_loop(&c, &dev) : run_once(&c, &dev, 1);
+    kcap_dev_free(dev);
+    return status;
+}

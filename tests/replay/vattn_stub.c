@@ -1,0 +1,41 @@
+/*
+ * vattn_stub.c — deliberately wrong "kernel libraries" for replay's error-path tests.
+ *
+ * Built several times from this one file (see replay/module.mk):
+ *   -DSTUB_NOSYM  exports the ABI helpers but not vattn_verify (a library built from the
+ *                 wrong source): replay must name the missing symbol and the library;
+ *   -DSTUB_ABI2   claims ABI version 2: replay must refuse version-1 snapshots, naming both;
+ *   -DSTUB_CUDA   claims the "cuda" backend: on a machine without a GPU replay must say so.
+ * None of them computes anything; they are never reached on the success path.
+ */
+#include <stddef.h>
+
+#define API __attribute__((visibility("default")))
+
+#ifdef STUB_ABI2
+API int vattn_abi_version(void) { return 2; }
+#else
+API int vattn_abi_version(void) { return 1; }
+#endif
+
+#ifdef STUB_CUDA
+API const char *vattn_backend(void) { return "cuda"; }
+#else
+API const char *vattn_backend(void) { return "cpu"; }
+#endif
+
+API const char *vattn_status_string(int status) { return status ? "stub error" : "success"; }
+API size_t vattn_workspace_size(const void *args) { return args ? 0 : (size_t)-1; }
+
+#ifndef STUB_NOSYM
+/* status 17 is not a real vattn_status: if a wrong library is ever run, it shows. */
+API int vattn_verify(const void *a, void *ws, size_t wsb, void *st)
+{
+    (void)a, (void)ws, (void)wsb, (void)st;
+    return 17;
+}
+API int vattn_verify_reference(const void *a, void *ws, size_t wsb, void *st)
+{
+    return vattn_verify(a, ws, wsb, st);
+}
+#endif

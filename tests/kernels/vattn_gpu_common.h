@@ -113,6 +113,7 @@ typedef struct gcase {
     int vis, idx64, fp16;
     int q_gap_h, q_gap_t, kv_stride, o_gap_h, o_gap_t, no_lse;
     float sm_scale;
+    int hint; /* max_kv_len passed: 0 = the true maximum, 1 = far too small, 2 = 0 (unknown) */
 } gcase;
 
 /* Host copy of one call (pointers in args are host pointers until hd_upload). */
@@ -155,7 +156,8 @@ static void hcall_build(const gcase *c, hcall *B)
     B->total = B->indptr[c->bs];
     const int64_t num_slots = B->total + B->total / 4 + 7;
     a->num_slots = num_slots;
-    a->max_kv_len = maxlen;
+    /* the hint only sizes the split grid: a wrong or absent one must cost speed, never keys */
+    a->max_kv_len = c->hint == 1 ? maxlen / 16 + 1 : c->hint == 2 ? 0 : maxlen;
     int64_t *perm = malloc(sizeof(int64_t) * num_slots);
     for (int64_t i = 0; i < num_slots; i++)
         perm[i] = i;

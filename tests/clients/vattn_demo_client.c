@@ -224,14 +224,21 @@ int main(int argc, char **argv)
         void *vis_d = mem_alloc(&m, (size_t)bs * o.q_len * o.q_len);
         void *q_d = mem_alloc(&m, q_elems * 2), *o_d = mem_alloc(&m, o_elems * 2);
         void *lse_d = mem_alloc(&m, sizeof(float) * T * H);
-        mem_put(&m, indptr_d, indptr, sizeof(int32_t) * (bs + 1));
-        mem_put(&m, indices_d, perm, sizeof(int64_t) * nnz);
-        mem_put(&m, vis_d, vis, (size_t)bs * o.q_len * o.q_len);
+        if (!indptr || !vis || !q_h || !o_h || !lse_h || !indptr_d || !indices_d || !vis_d ||
+            !q_d || !o_d || !lse_d || mem_put(&m, indptr_d, indptr, sizeof(int32_t) * (bs + 1)) ||
+            mem_put(&m, indices_d, perm, sizeof(int64_t) * nnz) ||
+            mem_put(&m, vis_d, vis, (size_t)bs * o.q_len * o.q_len)) {
+            fprintf(stderr, "vattn_demo_client: step %d: out of memory or copy failed\n", step);
+            return 1;
+        }
 
         for (int layer = 0; layer < o.layers && !rc; layer++, call++) {
             for (size_t i = 0; i < q_elems; i++)
                 q_h[i] = f32_to_bf16((float)(rng_unit() * 2 - 1));
-            mem_put(&m, q_d, q_h, q_elems * 2);
+            if (mem_put(&m, q_d, q_h, q_elems * 2)) {
+                fprintf(stderr, "vattn_demo_client: call %" PRIu64 ": copying q failed\n", call);
+                return 1;
+            }
             vattn_args a = {0};
             a.struct_size = sizeof a;
             a.dtype = VATTN_DTYPE_BF16;
@@ -256,6 +263,10 @@ int main(int argc, char **argv)
             a.lse = lse_d;
             size_t ws_bytes = wsize(&a);
             void *ws = ws_bytes ? mem_alloc(&m, ws_bytes) : NULL;
+            if (ws_bytes == (size_t)-1 || (ws_bytes && !ws)) {
+                fprintf(stderr, "vattn_demo_client: no workspace (%zu bytes)\n", ws_bytes);
+                return 1;
+            }
             int st = verify(&a, ws, ws_bytes, NULL);
             if (m.cu)
                 m.cu->cuCtxSynchronize();

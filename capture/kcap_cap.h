@@ -87,6 +87,7 @@ extern atomic_int kcap_g_slow;
 
 const char *kcap_call_name(int call);
 int kcap_slow_call(kcap_slot *sl, const vattn_args *a, void *ws, size_t wsb, void *stream);
+void kcap_interpose_atfork_child(void); /* re-initialise the wrapper-slot lock */
 
 /* ---- capture core (kcap_capture.c) ---- */
 void kcap_init_once(void);

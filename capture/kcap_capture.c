@@ -39,7 +39,11 @@ static atomic_int g_stopped;      /* capture stopped for good */
 static atomic_int g_arm_counting;  /* snapshots are limited by `kcap arm --count` */
 static atomic_int g_child_restart; /* a forked child must restart its arming watcher */
 static _Thread_local int t_busy;  /* recursion guard: a capture in progress on this thread */
+/* errno as the host must see it: its value before the call until the real function has run,
+ * then what the real function left (our own syscalls around it must not show through) */
+static _Thread_local int t_errno;
 static pthread_mutex_t g_arm_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t g_lib_lock = PTHREAD_MUTEX_INITIALIZER; /* kcap_lib_identity */
 
 static atomic_int g_log_invalid, g_log_graph, g_log_record, g_log_full, g_log_cap, g_log_max,
     g_log_host_data;
@@ -137,6 +141,10 @@ static void kcap_fork_child(void)
     /* The child owns none of the parent's threads: reset every lock and counter, drop the
        inherited queue, and start over as its own process (its own pid in file names). */
     pthread_mutex_init(&g_arm_lock, NULL);
+    /* held by another thread at fork (hashing a library file, handing out a wrapper slot):
+       never released in the child; the state they guard is re-checked or atomic */
+    pthread_mutex_init(&g_lib_lock, NULL);
+    kcap_interpose_atfork_child();
     kcap_queue_atfork_child();
     kcap_arm_atfork_child();
     kcap_gpu_atfork_child();
@@ -314,12 +322,11 @@ void kcap_fill_meta(kcap_slot *sl, kcap_meta *m, uint64_t seq, kcap_devctx *dc)
     snprintf(m->kcap_version, sizeof m->kcap_version, "%s", KCAP_VERSION);
     if (!m->call[0])
         snprintf(m->call, sizeof m->call, "%s", kcap_call_name(sl->call));
-    static pthread_mutex_t lib_lock = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&lib_lock);
+    pthread_mutex_lock(&g_lib_lock);
     kcap_lib_identity(sl);
     snprintf(m->lib_path, sizeof m->lib_path, "%s", sl->lib_path);
     snprintf(m->lib_hash, sizeof m->lib_hash, "%s", sl->lib_hash);
-    pthread_mutex_unlock(&lib_lock);
+    pthread_mutex_unlock(&g_lib_lock);
     if (dc && dc->cu)
         kcap_dev_meta(dc, m);
     else
@@ -378,6 +385,16 @@ void kcap_graph_capture_end(void)
     }
 }
 
+/* The one real call of a captured call: errno as the host left it going in, and what the
+ * real function leaves is what the host will see coming out (kcap_slow_call restores it). */
+static int kcap_real(kcap_vattn_fn real, const vattn_args *a, void *ws, size_t wsb, void *stream)
+{
+    errno = t_errno;
+    int st = real(a, ws, wsb, stream);
+    t_errno = errno;
+    return st;
+}
+
 /* A call made while a graph capture is open in a dormant process: install the staging nodes
  * (the device decides at each replay whether to capture). */
 static int kcap_graph_only(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *a, void *ws,
@@ -386,15 +403,15 @@ static int kcap_graph_only(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *
     kcap_devctx dc = {0};
     dc.stream = stream;
     if (!a || vattn_check_args(a, ws, wsb, 0) != VATTN_OK || !kcap_mem_classify(a->q, &dc.cu, &dc.ctx))
-        return real(a, ws, wsb, stream);
+        return kcap_real(real, a, ws, wsb, stream);
     void *saved = NULL;
     if (kcap_dev_push(&dc, &saved))
-        return real(a, ws, wsb, stream);
+        return kcap_real(real, a, ws, wsb, stream);
     int status = 0, h = 1;
     if (kcap_dev_stream_capturing(&dc))
         h = kcap_gpu_capture(sl, a, ws, wsb, stream, 0, 1, &status);
     kcap_dev_pop(&dc, saved);
-    return h == 1 ? real(a, ws, wsb, stream) : status;
+    return h == 1 ? kcap_real(real, a, ws, wsb, stream) : status;
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -467,7 +484,7 @@ static int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args 
         kcap_log_once(&g_log_invalid, KCAP_LOG_INFO,
                       "a %s call with invalid arguments was not captured", kcap_call_name(sl->call));
         kcap_unreserve();
-        return real(a, ws, wsb, stream);
+        return kcap_real(real, a, ws, wsb, stream);
     }
     if (!kcap_queue_would_fit(0)) {
         atomic_fetch_add(&kcap_g_stats.dropped_queue, 1);
@@ -475,7 +492,7 @@ static int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args 
                       "queue full (KCAP_QUEUE_BYTES=%llu): snapshots dropped and counted",
                       (unsigned long long)g_cfg.queue_bytes);
         kcap_unreserve();
-        return real(a, ws, wsb, stream);
+        return kcap_real(real, a, ws, wsb, stream);
     }
 
     kcap_devctx dc = {0};
@@ -491,7 +508,7 @@ static int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args 
         if (kcap_dev_push(&dc, &saved_ctx)) {
             atomic_fetch_add(&kcap_g_stats.failed_record, 1);
             kcap_unreserve();
-            return real(a, ws, wsb, stream);
+            return kcap_real(real, a, ws, wsb, stream);
         }
         int capturing = kcap_dev_stream_capturing(&dc);
         if (capturing || g_cfg.gpu_async) {
@@ -511,7 +528,7 @@ static int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args 
                               "%s called during CUDA stream capture: not captured (counted)",
                               kcap_call_name(sl->call));
                 kcap_unreserve();
-                return real(a, ws, wsb, stream);
+                return kcap_real(real, a, ws, wsb, stream);
             }
         }
         kcap_mem_dev_ops(&dc, &ops);
@@ -522,7 +539,7 @@ static int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args 
                           "a %s call with invalid kv_indptr/kv_indices was not captured",
                           kcap_call_name(sl->call));
             kcap_unreserve();
-            return real(a, ws, wsb, stream);
+            return kcap_real(real, a, ws, wsb, stream);
         }
         kcap_mem_host_ops(&dc, &ops);
     }
@@ -531,7 +548,7 @@ static int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args 
     kcap_snapshot *snap = kcap_snapshot_create();
     int rc = snap ? kcap_call_record(d, a, KCAP_ARG_IN, &ops, snap, &err)
                   : kcap_error_set(&err, KCAP_ERR_NOMEM, "out of memory for a snapshot");
-    int status = real(a, ws, wsb, stream);
+    int status = kcap_real(real, a, ws, wsb, stream);
     if (!rc)
         rc = kcap_call_record(d, a, KCAP_ARG_OUT, &ops, snap, &err);
     if (dev) {
@@ -601,8 +618,10 @@ int kcap_slow_call(kcap_slot *sl, const vattn_args *a, void *ws, size_t wsb, voi
     int mode = atomic_load_explicit(&g_mode, memory_order_relaxed);
     if (!t_busy && mode == KCAP_M_DORMANT && atomic_load(&kcap_g_graph_open)) {
         t_busy = 1;
+        t_errno = save_errno;
         int st = kcap_graph_only(sl, real, a, ws, wsb, stream);
         t_busy = 0;
+        errno = t_errno;
         return st;
     }
     if (t_busy || mode != KCAP_M_ACTIVE) {
@@ -610,6 +629,7 @@ int kcap_slow_call(kcap_slot *sl, const vattn_args *a, void *ws, size_t wsb, voi
         return real(a, ws, wsb, stream);
     }
     t_busy = 1;
+    t_errno = save_errno;
     uint64_t seq = atomic_fetch_add(&g_seq, 1);
     atomic_fetch_add(&kcap_g_stats.calls, 1);
     int status;
@@ -619,6 +639,7 @@ int kcap_slow_call(kcap_slot *sl, const vattn_args *a, void *ws, size_t wsb, voi
     } else {
         atomic_fetch_add(&kcap_g_stats.selected, 1);
         status = kcap_capture_one(sl, real, a, ws, wsb, stream, seq);
+        errno = t_errno;
     }
     t_busy = 0;
     return status;

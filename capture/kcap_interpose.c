@@ -14,15 +14,18 @@
  * The wrappers' fast path — the cost every call pays while capture is dormant — is one
  * relaxed atomic load and a tail call. Everything else lives in kcap_slow_call().
  *
- * dlsym(RTLD_NEXT, ...) is resolved by glibc relative to its caller's return address. If our
- * dlsym called the real one for such a lookup, the "caller" would be libkcap.so and the
- * host's RTLD_NEXT would silently change meaning; so on x86-64 dlsym is a tiny assembly
- * trampoline that tail-jumps to the real dlsym for RTLD_NEXT, keeping the return address.
+ * dlsym(RTLD_NEXT / RTLD_DEFAULT, ...) is resolved by glibc relative to its caller's return
+ * address. If our dlsym called the real one for such a lookup, the "caller" would be
+ * libkcap.so and the host's lookup would silently change meaning; so on x86-64 dlsym is a
+ * tiny assembly trampoline that tail-jumps to the real dlsym for every name but ours,
+ * keeping the return address.
  */
 #include "kcap_cap.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
 
@@ -34,6 +37,7 @@ typedef void *(*kcap_dlsym_fn)(void *, const char *);
 kcap_dlsym_fn kcap_real_dlsym __attribute__((visibility("hidden")));
 void *kcap_dlsym_init(void) __attribute__((visibility("hidden")));
 void *kcap_dlsym_c(void *handle, const char *name) __attribute__((visibility("hidden")));
+void *kcap_dlsym_route(void *handle, const char *name) __attribute__((visibility("hidden")));
 
 atomic_int kcap_g_slow = 1; /* 1 until the first call has initialised the configuration */
 
@@ -77,6 +81,22 @@ KCAP_NO_SAN void *kcap_dlsym_init(void)
 /* Resolve the real dlsym before any host code can call ours. */
 __attribute__((constructor(101))) static void kcap_interpose_ctor(void) { kcap_dlsym_init(); }
 
+/* Where a dlsym call goes, decided without calling the real dlsym: straight to it (tail
+ * jump, so glibc sees the host's return address) for every lookup but ours, because the
+ * caller matters for RTLD_DEFAULT too (a library loaded RTLD_LOCAL also searches its own
+ * dependencies) as well as for RTLD_NEXT; only vattn_verify / vattn_verify_reference
+ * through a handle or RTLD_DEFAULT go to kcap_dlsym_c. NULL: no real dlsym (return NULL). */
+KCAP_NO_SAN void *kcap_dlsym_route(void *handle, const char *name)
+{
+    void *real = kcap_dlsym_init();
+    if (!real)
+        return NULL;
+    if (handle == RTLD_NEXT || !name || name[0] != 'v' ||
+        (!kcap_streq(name, "vattn_verify") && !kcap_streq(name, "vattn_verify_reference")))
+        return real;
+    return (void *)kcap_dlsym_c;
+}
+
 #if defined(__x86_64__)
 __asm__(".text\n"
         ".globl dlsym\n"
@@ -85,18 +105,13 @@ __asm__(".text\n"
         "dlsym:\n"
         "  .cfi_startproc\n"
         "  endbr64\n"
-        "  cmpq $-1, %rdi\n" /* RTLD_NEXT */
-        "  jne 2f\n"
-        "  movq kcap_real_dlsym(%rip), %rax\n"
-        "  testq %rax, %rax\n"
-        "  jnz 1f\n"
         "  pushq %rdi\n"
         "  .cfi_adjust_cfa_offset 8\n"
         "  pushq %rsi\n"
         "  .cfi_adjust_cfa_offset 8\n"
         "  subq $8, %rsp\n"
         "  .cfi_adjust_cfa_offset 8\n"
-        "  call kcap_dlsym_init\n"
+        "  call kcap_dlsym_route\n"
         "  addq $8, %rsp\n"
         "  .cfi_adjust_cfa_offset -8\n"
         "  popq %rsi\n"
@@ -104,10 +119,9 @@ __asm__(".text\n"
         "  popq %rdi\n"
         "  .cfi_adjust_cfa_offset -8\n"
         "  testq %rax, %rax\n"
-        "  jz 3f\n"
-        "1: jmp *%rax\n"
-        "2: jmp kcap_dlsym_c\n"
-        "3: ret\n"
+        "  jz 1f\n"
+        "  jmp *%rax\n"
+        "1: ret\n"
         "  .cfi_endproc\n"
         ".size dlsym, .-dlsym\n");
 #else
@@ -211,6 +225,8 @@ static kcap_vattn_fn kcap_wrapper_for(int call, kcap_vattn_fn real)
     return w;
 }
 
+void kcap_interpose_atfork_child(void) { pthread_mutex_init(&g_slot_lock, NULL); }
+
 static kcap_vattn_fn kcap_direct_resolve(int call)
 {
     kcap_slot *sl = &g_direct[call];
@@ -260,17 +276,71 @@ typedef int (*kcap_begin_fn)(void *, int);
 typedef int (*kcap_end_fn)(void *, void **);
 static kcap_begin_fn g_real_begin;
 static kcap_end_fn g_real_end;
+int cudaStreamBeginCapture(void *stream, int mode);
+int cudaStreamEndCapture(void *stream, void **graph);
+
+/* The runtime behind us: RTLD_NEXT when the host's libcudart is in the global scope (cached);
+ * otherwise (a library that links libcudart was dlopen'ed RTLD_LOCAL, so its calls bind to our
+ * global definition but RTLD_NEXT cannot see its runtime) the first loaded object whose own
+ * scope defines the symbol. That one is looked up per call, never cached (it may be unloaded);
+ * graph captures are rare. NULL when no runtime is loaded at all. */
+typedef struct kcap_objnames {
+    char **v;
+    int n, cap;
+} kcap_objnames;
+
+static int kcap_collect_obj(struct dl_phdr_info *info, size_t size, void *ud)
+{
+    (void)size;
+    kcap_objnames *o = ud;
+    if (!info->dlpi_name || !info->dlpi_name[0] || o->n >= o->cap)
+        return 0;
+    char *d = strdup(info->dlpi_name);
+    if (d)
+        o->v[o->n++] = d;
+    return 0;
+}
+
+static void *kcap_cuda_next(const char *name, void **cache, void *self)
+{
+    void *f = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+    if (f)
+        return f;
+    kcap_dlsym_fn real = (kcap_dlsym_fn)kcap_dlsym_init();
+    if (!real)
+        return NULL;
+    f = real(RTLD_NEXT, name);
+    if (f) {
+        __atomic_store_n(cache, f, __ATOMIC_RELEASE);
+        return f;
+    }
+    /* dlopen only after dl_iterate_phdr has returned (it holds the loader's list lock) */
+    kcap_objnames o = {calloc(1024, sizeof(char *)), 0, 1024};
+    if (!o.v)
+        return NULL;
+    dl_iterate_phdr(kcap_collect_obj, &o);
+    for (int i = 0; i < o.n && !f; i++) {
+        void *h = dlopen(o.v[i], RTLD_NOLOAD | RTLD_LAZY);
+        if (!h)
+            continue;
+        void *p = real(h, name);
+        if (p && p != self)
+            f = p;
+        dlclose(h);
+    }
+    for (int i = 0; i < o.n; i++)
+        free(o.v[i]);
+    free(o.v);
+    return f;
+}
 
 __attribute__((visibility("default"))) int cudaStreamBeginCapture(void *stream, int mode)
 {
-    kcap_begin_fn f = __atomic_load_n(&g_real_begin, __ATOMIC_ACQUIRE);
-    if (!f) {
-        kcap_dlsym_fn real = (kcap_dlsym_fn)kcap_dlsym_init();
-        f = real ? (kcap_begin_fn)real(RTLD_NEXT, "cudaStreamBeginCapture") : NULL;
-        if (!f)
-            return 1; /* cudaErrorInvalidValue: no runtime behind us (cannot happen in practice) */
-        __atomic_store_n(&g_real_begin, f, __ATOMIC_RELEASE);
-    }
+    kcap_begin_fn f = (kcap_begin_fn)kcap_cuda_next("cudaStreamBeginCapture",
+                                                    (void **)&g_real_begin,
+                                                    (void *)cudaStreamBeginCapture);
+    if (!f)
+        return 1; /* cudaErrorInvalidValue: no runtime loaded (cannot happen in practice) */
     int rc = f(stream, mode);
     if (rc == 0)
         kcap_graph_capture_begin();
@@ -279,14 +349,10 @@ __attribute__((visibility("default"))) int cudaStreamBeginCapture(void *stream, 
 
 __attribute__((visibility("default"))) int cudaStreamEndCapture(void *stream, void **graph)
 {
-    kcap_end_fn f = __atomic_load_n(&g_real_end, __ATOMIC_ACQUIRE);
-    if (!f) {
-        kcap_dlsym_fn real = (kcap_dlsym_fn)kcap_dlsym_init();
-        f = real ? (kcap_end_fn)real(RTLD_NEXT, "cudaStreamEndCapture") : NULL;
-        if (!f)
-            return 1;
-        __atomic_store_n(&g_real_end, f, __ATOMIC_RELEASE);
-    }
+    kcap_end_fn f = (kcap_end_fn)kcap_cuda_next("cudaStreamEndCapture", (void **)&g_real_end,
+                                                (void *)cudaStreamEndCapture);
+    if (!f)
+        return 1;
     int rc = f(stream, graph);
     kcap_graph_capture_end();
     return rc;

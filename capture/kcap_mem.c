@@ -36,8 +36,8 @@ static int kcap_safe_read_iov(struct iovec *l, struct iovec *r, size_t cnt, size
         ssize_t got = process_vm_readv(getpid(), l, cnt, r, cnt, 0);
         if (got == (ssize_t)total)
             return 0;
-        if (got >= 0 || errno == EFAULT || errno == ESRCH)
-            return -1;
+        if (got >= 0 || (errno != ENOSYS && errno != EPERM))
+            return -1; /* EFAULT, or transient (ENOMEM): this read fails, the next one retries */
         /* ENOSYS / EPERM (seccomp, hardened kernels): trust the pointers instead */
         atomic_store(&g_vm_broken, 1);
     }

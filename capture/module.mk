@@ -85,3 +85,24 @@ GPU_TESTS += tests/capture/test_capture_gpu.sh
 BENCHES += tests/capture/bench_dormant.sh
 GPU_BENCHES += tests/capture/bench_capture_gpu.sh
 endif
+
+# ---- host-invariant test (test_capture_host.sh): errno, fork during a capture, dlsym scope,
+# transient process_vm_readv errors. A test-only preload shim and a RTLD_LOCAL library pair.
+$(CAPT)/libkcap_testshim.so: tests/capture/kcap_testshim.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -shared $< -o $@ $(LDFLAGS) -ldl
+$(CAPT)/libdl_scope_dep.so: tests/capture/dl_scope_dep.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libdl_scope_dep.so $< -o $@ $(LDFLAGS)
+$(CAPT)/libdl_scope_user.so: tests/capture/dl_scope_user.c $(CAPT)/libdl_scope_dep.so
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -shared $< -o $@ $(LDFLAGS) -L$(CAPT) -ldl_scope_dep -Wl,-rpath,'$$ORIGIN' -ldl
+$(CAPT)/dl_scope_main: tests/capture/dl_scope_main.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -ldl
+CAPTURE_HOST_BINS := $(CAPT)/libkcap_testshim.so $(CAPT)/libdl_scope_dep.so \
+                     $(CAPT)/libdl_scope_user.so $(CAPT)/dl_scope_main
+ifeq ($(KCAP_FORMATS_READY),1)
+ALL_TARGETS += $(CAPTURE_HOST_BINS)
+TESTS += tests/capture/test_capture_host.sh
+endif

@@ -31,7 +31,7 @@ $(VATTN_CPU_PERTURBED): $(OBJ)/kernels/verify_attn_cpu_perturbed.o $(OBJ)/kernel
 # build/ and build-asan/ each use their own copy.
 VATTN_TEST_RPATH := -Wl,-rpath,'$$ORIGIN/../lib'
 
-$(TBIN)/test_verify_cpu: tests/kernels/test_verify_cpu.c $(VATTN_CPU_LIB) | $(VATTN_CPU_PERTURBED)
+$(TBIN)/test_verify_cpu: tests/kernels/test_verify_cpu.c tests/kernels/vattn_test_util.h $(VATTN_CPU_LIB) | $(VATTN_CPU_PERTURBED)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(LIB) -lverify_attn_cpu $(VATTN_TEST_RPATH) -ldl -lm
 
@@ -46,7 +46,7 @@ $(VATTN_CUDA_LIB): $(VATTN_CUDA_DEPS)
 	bash scripts/build_nvcc.sh lib $@ $(OBJ)/kernels/cuda kernels/verify_attn.cu kernels/vattn_check.c
 
 # The GPU test is C: it dlopens both libraries (same symbol names) and links cudart statically.
-$(TBIN)/test_verify_gpu: tests/kernels/test_verify_gpu.c tests/kernels/vattn_gpu_common.h kernels/verify_attn.h
+$(TBIN)/test_verify_gpu: tests/kernels/test_verify_gpu.c tests/kernels/vattn_gpu_common.h tests/kernels/vattn_test_util.h kernels/verify_attn.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests/kernels $< -o $@ $(LDFLAGS) $(CUDA_HOME)/lib64/libcudart_static.a -ldl -lrt -lm
 

@@ -114,12 +114,16 @@ int kcap_compare(kcap_dtype dt, const void *got, const void *want, size_t n,
         saa += a * a;
         sab += a * b;
         double bound = atol + rtol * ab;
-        if (d > bound)
+        /* integers exactly: int64 values beyond 2^53 can differ yet widen to one double */
+        int beyond = is_int ? memcmp((const char *)got + i * es, (const char *)want + i * es,
+                                     es) != 0
+                            : d > bound;
+        if (beyond)
             r->n_beyond++;
         /* The worst element is the one furthest outside its own tolerance band, so that one
          * large relative miss on a small value is not hidden behind in-band noise on large
          * values; non-finite mismatches outrank every value difference. */
-        if (d > 0 && r->worst_kind != KCAP_WORST_NONFINITE) {
+        if ((d > 0 || beyond) && r->worst_kind != KCAP_WORST_NONFINITE) {
             double ratio = bound > 0 ? d / bound : d;
             if (ratio > worst_ratio) {
                 worst_ratio = ratio;

@@ -9,8 +9,13 @@
  *
  * usage: capture_client [--calls N] [--seed S] [--dump DIR] [--threads T] [--fork]
  *                       [--until FILE] [--int32] [--reference] [--quiet] [--hash]
+ *                       [--errno] [--fork-during]
  *   --until FILE  keep calling (no dumps after the first N) until FILE exists; used by the
  *                 arming test, which needs a process that is alive and calling.
+ *   --errno        errno is set before each call and must come back unchanged (the CPU library
+ *                  never touches it, so neither may libkcap.so).
+ *   --fork-during  one call runs on a thread while the main thread forks 200 ms in; the child
+ *                  makes one call of its own under a 10 s alarm (a lock inherited held = hang).
  * Dump files: DIR/<tag>.{meta,q,pool,indptr,indices,vis,o,lse}; tag = p<pid>-t<thread>-c<i>.
  */
 #include <errno.h>
@@ -29,6 +34,7 @@ static int g_calls = 4, g_threads = 1, g_fork = 0, g_int32 = 0, g_ref = 0, g_qui
 static uint64_t g_seed = 1;
 static const char *g_dump, *g_until;
 static int g_hash;
+static int g_errno_check, g_fork_during;
 static int g_invalid; /* every other call has num_heads = 0: the library rejects it */ /* print a hash of what each call returned (no files: disk-full tests) */
 static pthread_mutex_t g_out_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -152,9 +158,15 @@ static int one_call(uint64_t *s, const char *tag)
     static int flip;
     if (g_invalid && (flip++ & 1))
         a.num_heads = 0;
+    errno = 4242; /* not a real errno value: only the caller can have put it there */
     int st = g_ref ? vattn_verify_reference(&a, ws, wsb, NULL) : vattn_verify(&a, ws, wsb, NULL);
+    int errno_after = errno;
 
     int rc = 0;
+    if (g_errno_check && errno_after != 4242) {
+        fprintf(stderr, "capture_client: errno was 4242 before the call, %d after\n", errno_after);
+        rc = -1;
+    }
     if (tag && g_hash) {
         uint64_t h = fnv(0xcbf29ce484222325ull, &st, sizeof st);
         h = fnv(h, o, 2 * (size_t)(T * ost));
@@ -276,6 +288,10 @@ int main(int argc, char **argv)
             g_invalid = 1, g_quiet = 1;
         else if (!strcmp(a, "--hash"))
             g_hash = 1;
+        else if (!strcmp(a, "--errno"))
+            g_errno_check = 1;
+        else if (!strcmp(a, "--fork-during"))
+            g_fork_during = 1;
         else {
             fprintf(stderr, "capture_client: unknown argument %s\n", a);
             return 2;
@@ -284,6 +300,30 @@ int main(int argc, char **argv)
     if (g_threads < 1 || g_threads > 64 || g_calls < 0) {
         fprintf(stderr, "capture_client: bad --threads/--calls\n");
         return 2;
+    }
+    if (g_fork_during) {
+        thr t0 = {0, 0};
+        pthread_t th;
+        g_calls = 1;
+        if (pthread_create(&th, NULL, run_thread, &t0))
+            return 1;
+        struct timespec ts = {0, 200 * 1000000L};
+        nanosleep(&ts, NULL);
+        pid_t pid = fork();
+        if (pid < 0)
+            return 1;
+        if (pid == 0) {
+            alarm(10);
+            uint64_t s1 = g_seed + 777;
+            exit(one_call(&s1, NULL) ? 1 : 0);
+        }
+        pthread_join(th, NULL);
+        int st = 0;
+        if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st)) {
+            fprintf(stderr, "capture_client: forked child failed (status 0x%x)\n", st);
+            return 1;
+        }
+        return t0.rc;
     }
     if (!g_fork)
         return run_all();

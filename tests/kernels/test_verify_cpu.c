@@ -12,6 +12,7 @@
  * documented element. One line per case; exit 1 on any failure.
  */
 #include "verify_attn.h"
+#include "vattn_test_util.h"
 
 #include <dlfcn.h>
 #include <libgen.h>
@@ -23,42 +24,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#define QK VATTN_HEAD_DIM_QK
-#define DV VATTN_HEAD_DIM_V
-
 static int g_fail;
 
-/* ---- deterministic random numbers ---- */
-static uint64_t g_rng;
-static uint64_t rnd(void)
-{
-    g_rng ^= g_rng >> 12;
-    g_rng ^= g_rng << 25;
-    g_rng ^= g_rng >> 27;
-    return g_rng * 0x2545F4914F6CDD1Dull;
-}
+/* ---- deterministic random numbers (rnd, rnd_int, dec: vattn_test_util.h) ---- */
 static double rnd_unit(void) { return (double)(rnd() >> 11) * 0x1p-53; } /* [0,1) */
-static int rnd_int(int n) { return (int)(rnd() % (uint64_t)n); }
 
-/* ---- dtype helpers, written independently of the library ---- */
-static double dec(uint16_t h, int fp16)
-{
-    if (!fp16) {
-        uint32_t x = (uint32_t)h << 16;
-        float f;
-        memcpy(&f, &x, 4);
-        return f;
-    }
-    int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
-    double v;
-    if (e == 31)
-        v = m ? NAN : INFINITY;
-    else if (e == 0)
-        v = ldexp(m, -24);
-    else
-        v = ldexp(1024 + m, e - 25);
-    return s ? -v : v;
-}
 /* Encodings of random values: truncation is fine here (inputs only need to be exact values
  * of the dtype, which they are by construction). */
 static uint16_t enc(double v, int fp16)
@@ -79,8 +49,6 @@ static uint16_t enc(double v, int fp16)
     int m = (int)((fr * 2.0 - 1.0) * 1024.0);
     return (uint16_t)((s << 15) | ((e - 1 + 15) << 10) | m);
 }
-#define POISON_BF16 0x7fc1u
-#define POISON_F16 0x7e01u
 
 /* ---- one case ---- */
 enum { VIS_CAUSAL_NULL, VIS_CAUSAL_EXPLICIT, VIS_TREE, VIS_RANDOM, VIS_FULL };

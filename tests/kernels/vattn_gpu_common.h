@@ -9,6 +9,7 @@
 #define VATTN_GPU_COMMON_H
 
 #include "verify_attn.h"
+#include "vattn_test_util.h"
 
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
@@ -21,11 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define QK VATTN_HEAD_DIM_QK
-#define DV VATTN_HEAD_DIM_V
-#define POISON_BF16 0x7fc1u
-#define POISON_F16 0x7e01u
 
 #define CK(call)                                                                                 \
     do {                                                                                         \
@@ -45,28 +41,6 @@ typedef struct vlib {
     const char *(*cuerr)(void);
 } vlib;
 
-static uint64_t g_rng = 88172645463325252ull;
-static uint64_t rnd(void)
-{
-    g_rng ^= g_rng >> 12;
-    g_rng ^= g_rng << 25;
-    g_rng ^= g_rng >> 27;
-    return g_rng * 0x2545F4914F6CDD1Dull;
-}
-static int rnd_int(int n) { return (int)(rnd() % (uint64_t)n); }
-
-static double dec(uint16_t h, int fp16)
-{
-    if (!fp16) {
-        uint32_t x = (uint32_t)h << 16;
-        float f;
-        memcpy(&f, &x, 4);
-        return f;
-    }
-    int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
-    double v = e == 31 ? (m ? NAN : INFINITY) : e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
-    return s ? -v : v;
-}
 /* random value in (-1, 1) directly as bits: sign, exponent in [-7, -1], random mantissa */
 static uint16_t rnd_val(int fp16)
 {

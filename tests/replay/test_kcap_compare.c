@@ -183,6 +183,16 @@ static void test_integers_exact(void)
     int64_t x[2] = {1ll << 40, 3}, y[2] = {1ll << 40, 3};
     kcap_compare(KCAP_DT_I64, x, y, 2, &loose, &c);
     CHECK(c.pass && c.bitwise, "int64 equal");
+    /* beyond 2^53 neighbouring int64 values are the same double: still a mismatch */
+    int64_t big[3], big2[3];
+    for (int i = 0; i < 3; i++)
+        big[i] = big2[i] = (int64_t)(((uint64_t)1 << 60) + (uint64_t)(rnd() * 1e6 + 2e6) * 2);
+    big2[1] += 1;
+    kcap_compare(KCAP_DT_I64, big2, big, 3, &loose, &c);
+    CHECK(!c.pass && !c.bitwise && c.n_beyond == 1 && c.worst == 1 &&
+              c.worst_kind == KCAP_WORST_VALUE,
+          "int64 off by one above 2^53: pass %d beyond %zu worst %lld", c.pass, c.n_beyond,
+          (long long)c.worst);
 }
 
 static void test_f16(void)

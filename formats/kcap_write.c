@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -470,6 +472,40 @@ static int write_hdf5(wctx *c, const kcap_snapshot *s, const char *h5name)
     return rc;
 }
 
+/*
+ * Refuse, before libhdf5 writes anything, a snapshot that cannot fit: libhdf5 1.10 leaves a
+ * stale file id behind when a close fails on a full disk or at the file-size limit, and its
+ * next walk over open files (the next write, its atexit teardown, h5py in a host) then reads
+ * freed memory. So the worst case (every chunk at zstd's bound, plus the user block and a
+ * generous metadata margin) is checked against this process's RLIMIT_FSIZE — which also
+ * spares the host the SIGXFSZ an oversize write raises — and against the free space of the
+ * target file system. A disk filled by someone else between this check and the write, or an
+ * I/O error, can still fail inside libhdf5: that residual risk is documented in FORMAT.md.
+ */
+static int kcap_check_room(const kcap_snapshot *s, int fd, const char *path, kcap_error *err)
+{
+    unsigned long long need = KCAP_UB_SIZE + (1ull << 20);
+    for (int i = 0; i < s->ntensors; i++)
+        need += ZSTD_compressBound(s->tensors[i].nbytes) + 64 * 1024;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        need > (unsigned long long)rl.rlim_cur)
+        return kcap_error_set(err, KCAP_ERR_IO,
+                              "%s: not written: it may need up to %llu bytes, over this "
+                              "process's file-size limit (%llu bytes)",
+                              path, need, (unsigned long long)rl.rlim_cur);
+    struct statvfs sv;
+    if (fstatvfs(fd, &sv) == 0) {
+        unsigned long long avail = (unsigned long long)sv.f_bavail * sv.f_frsize;
+        if (avail < need)
+            return kcap_error_set(err, KCAP_ERR_IO,
+                                  "%s: not written: %llu bytes free on its file system, it "
+                                  "may need up to %llu",
+                                  path, avail, need);
+    }
+    return KCAP_OK;
+}
+
 int kcap_snapshot_write(kcap_writer *w, const kcap_snapshot *s, const char *path,
                         kcap_error *err)
 {
@@ -487,6 +523,12 @@ int kcap_snapshot_write(kcap_writer *w, const kcap_snapshot *s, const char *path
     kcap_atomic a;
     rc = kcap_atomic_open(&a, path, err);
     if (rc) {
+        kcap_writer_free(own);
+        return rc;
+    }
+    rc = kcap_check_room(s, a.fd, path, err);
+    if (rc) {
+        kcap_atomic_abort(&a);
         kcap_writer_free(own);
         return rc;
     }

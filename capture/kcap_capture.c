@@ -109,8 +109,11 @@ static void kcap_atexit(void)
         return;
     /* no new captures from other threads still running while we exit */
     kcap_set_mode(KCAP_M_OFF);
+    /* one deadline for both stages: the GPU drain gets at most half, the writer the rest */
+    uint64_t t0 = kcap_now_ns();
     kcap_gpu_shutdown(g_cfg.flush_ms / 2);
-    int left = kcap_queue_flush(g_cfg.flush_ms);
+    int spent = (int)((kcap_now_ns() - t0) / 1000000ull);
+    int left = kcap_queue_flush(g_cfg.flush_ms > spent ? g_cfg.flush_ms - spent : 0);
     if (left > 0)
         kcap_log(KCAP_LOG_WARN, "exit: %d snapshots still pending after %d ms were abandoned",
                  left, g_cfg.flush_ms);

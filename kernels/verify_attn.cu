@@ -973,6 +973,8 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast4_kernel(VattnParams p)
         p.ws_ml[pbase + tid] = make_float2(nan_out ? NAN : sm.m[tid], sm.l[tid]);
 }
 
+#include "vattn_fast5.cuh"
+
 /* One block per (request, row): 128 threads x 4 channels; splits merged in index order.
  * The split weights are computed once into smem (max over splits is order-free), then every
  * thread sums its 4 channels over the splits in ascending order (bitwise deterministic) with
@@ -1068,7 +1070,7 @@ int vattn_cuda_fail(cudaError_t e, const char *what)
 /* The fast kernel's grid for these sizes. Workspace and launch both come from here, so the
  * split count seen by vattn_workspace_size() is the one the call uses on the same device. */
 struct FastPlan {
-    int variant; /* 3 = vattn_fast_kernel (32 rows), 4 = vattn_fast4_kernel (64 rows) */
+    int variant; /* 3 = vattn_fast_kernel (32 rows), 4 / 5 = vattn_fast4 / 5_kernel (64 rows) */
     int mchunks, nsplit, tiles_per_split, mpad;
     size_t ws_bytes;
 };
@@ -1079,7 +1081,7 @@ struct FastPlan {
 int vattn_variant(const vattn_args *a)
 {
     const char *force = getenv("VATTN_VARIANT");
-    if (force && (atoi(force) == 3 || atoi(force) == 4))
+    if (force && atoi(force) >= 3 && atoi(force) <= 5)
         return atoi(force);
     return a->q_len * a->num_heads > BM ? 4 : 3;
 }
@@ -1100,7 +1102,7 @@ FastPlan vattn_plan(const vattn_args *a, int sms)
     FastPlan pl;
     const int M = a->q_len * a->num_heads;
     pl.variant = vattn_variant(a);
-    const int bm = pl.variant == 4 ? BM4 : BM;
+    const int bm = pl.variant == 3 ? BM : BM4;
     pl.mchunks = (M + bm - 1) / bm;
     pl.mpad = pl.mchunks * bm;
     /* The hint caps the split count (no point splitting 100 keys 30 ways); without one the
@@ -1173,7 +1175,27 @@ template <int FP16> int vattn_launch_fast(const vattn_args *a, void *ws, cudaStr
         p.ws_ml = (float2 *)((char *)ws + (size_t)a->bs * pl.nsplit * pl.mpad * DV * sizeof(float));
     }
     cudaError_t e;
-    if (pl.variant == 4) {
+    if (pl.variant == 5) {
+        void (*kern)(VattnParams) = vattn_fast5_kernel<FP16, V5_NST, V5_PF>;
+        int smem = (int)sizeof(FastSmem5<V5_NST>);
+#ifdef VATTN_DEV_MODES
+        /* dev build only: VATTN_V5CFG=NST*10+PF (stages, slot / L2 prefetch distance) */
+        const char *cfg = getenv("VATTN_V5CFG");
+        switch (cfg ? atoi(cfg) : 0) {
+        case 33: kern = vattn_fast5_kernel<FP16, 3, 3>; smem = (int)sizeof(FastSmem5<3>); break;
+        case 35: kern = vattn_fast5_kernel<FP16, 3, 5>; smem = (int)sizeof(FastSmem5<3>); break;
+        case 44: kern = vattn_fast5_kernel<FP16, 4, 4>; break;
+        case 46: kern = vattn_fast5_kernel<FP16, 4, 6>; break;
+        default: break;
+        }
+#endif
+        e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess)
+            return vattn_cuda_fail(e, "cudaFuncSetAttribute(vattn_fast5_kernel)");
+        kern<<<dim3(pl.mchunks, pl.nsplit, a->bs), NTHREADS, smem, st>>>(p);
+        if ((e = cudaGetLastError()) != cudaSuccess)
+            return vattn_cuda_fail(e, "launch vattn_fast5_kernel");
+    } else if (pl.variant == 4) {
         void (*kern)(VattnParams) = vattn_fast4_kernel<FP16, 0, V4_PFD>;
 #ifdef VATTN_DEV_MODES
         /* dev build only: VATTN_V4MODE=1 (no tile loads), VATTN_PFD=2|4|6 */
@@ -1237,6 +1259,7 @@ int vattn_device_ok(void)
 
 static_assert(sizeof(FastSmem) <= 99 * 1024, "sm_120 allows at most 99 KB of shared memory per block");
 static_assert(sizeof(FastSmem4) <= 99 * 1024, "sm_120 allows at most 99 KB of shared memory per block");
+static_assert(sizeof(FastSmem5<4>) <= 99 * 1024, "sm_120 allows at most 99 KB of shared memory per block");
 
 extern "C" {
 

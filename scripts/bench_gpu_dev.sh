@@ -3,7 +3,7 @@
 # library, GPU test and dev harness for one arch, runs the GPU correctness table, the issue 6
 # bench (every kernel variant checked and timed), optionally an ncu profile of one shape, and a
 # SASS summary (HMMA / HGMMA / local-memory instruction counts per kernel). Logs go to $OUT
-# (or build/dev-out). Usage: bench_gpu_dev.sh [test] [testv4] [bench] [ncu] [sass] [torch]
+# (or build/dev-out). Usage: bench_gpu_dev.sh [test] [testv3|testv4|testv5] [bench] [ncu] [sass] [torch]
 #                     or: bench_gpu_dev.sh final   (default build, make test-gpu, make bench-gpu, SASS)
 set -uo pipefail
 out=${OUT:-build/dev-out}
@@ -47,12 +47,13 @@ for what in "$@"; do
         timeout 300 build/tests/test_verify_gpu >"$out/test_gpu.log" 2>&1
         echo "test_verify_gpu rc=$? ($(( $(date +%s) - t0 )) s)"
         grep -E "^FAIL|checks failed" "$out/test_gpu.log" | head -20 ;;
-    testv4)
-        VATTN_VARIANT=4 timeout 300 build/tests/test_verify_gpu >"$out/test_gpu_v4.log" 2>&1
-        echo "test_verify_gpu (VATTN_VARIANT=4) rc=$?"
-        grep -E "^FAIL|checks failed" "$out/test_gpu_v4.log" | head -20 ;;
+    testv[345])
+        v=${what#testv}
+        VATTN_VARIANT=$v timeout 300 build/tests/test_verify_gpu >"$out/test_gpu_v$v.log" 2>&1
+        echo "test_verify_gpu (VATTN_VARIANT=$v) rc=$?"
+        grep -E "^FAIL|checks failed" "$out/test_gpu_v$v.log" | head -20 ;;
     bench)
-        timeout 300 build/tests/vattn_dev --bench >"$out/bench.log" 2>&1
+        timeout 400 build/tests/vattn_dev --bench >"$out/bench.log" 2>&1
         echo "vattn_dev --bench rc=$? ($(( $(date +%s) - t0 )) s)"
         grep -v "^csv" "$out/bench.log" ;;
     torch)

@@ -324,8 +324,9 @@ static Problem with_ws(const Problem &P)
 }
 
 /* Kernel variants of the library (VATTN_VARIANT, see kernels/verify_attn.cu): v3 = 32 rows per
- * block with the 4-way k-split S reduction, v4 = 64 rows, pair-wise S reduction. */
-static const int g_variants[] = {3, 4};
+ * block with the 4-way k-split S reduction, v4 = 64 rows, pair-wise S reduction, v5 = 64 rows,
+ * 16-key tiles with P V of tile j-1 interleaved with S of tile j (kernels/vattn_fast5.cuh). */
+static const int g_variants[] = {3, 4, 5};
 
 static int dev_mode(int fp16, int bs, int H, int ql, int prefix)
 {
@@ -404,17 +405,23 @@ static int bench_mode(void)
         }
         unsetenv("VATTN_VARIANT");
         if (getenv("VATTN_BENCH_EXTRA")) {
-            /* dev-build knobs of v4 (library built with -DVATTN_DEV_MODES): timing only */
-            const char *knobs[][2] = {{"VATTN_V4MODE", "1"}, {"VATTN_PFD", "2"}, {"VATTN_PFD", "4"}, {"VATTN_PFD", "6"}};
-            setenv("VATTN_VARIANT", "4", 1);
+            /* dev-build knobs (library built with -DVATTN_DEV_MODES): timing only; v5's
+             * stage count / prefetch distance are checked too */
+            const char *knobs[][3] = {{"4", "VATTN_V4MODE", "1"}, {"4", "VATTN_PFD", "4"},
+                                      {"5", "VATTN_V5CFG", "33"}, {"5", "VATTN_V5CFG", "35"},
+                                      {"5", "VATTN_V5CFG", "44"}, {"5", "VATTN_V5CFG", "46"}};
             for (auto &k : knobs) {
-                setenv(k[0], k[1], 1);
+                setenv("VATTN_VARIANT", k[0], 1);
+                setenv(k[1], k[2], 1);
                 Problem Q = with_ws(P);
+                int kn = 0;
+                const double krel = strcmp(k[1], "VATTN_V4MODE") ? check_fast_vs_ref(Q, &kn) : 0.0;
                 const double tv = time_median([&] { run_or_die(g_fast, Q, Q.o); }, 20);
-                printf("  v4 %s=%s: %.4f ms (%.1f TFLOP/s)\n", k[0], k[1], tv, flops_of(P) / tv * 1e-9);
+                printf("  v%s %s=%s: %.4f ms (%.1f TFLOP/s), check rel %.1e, non-finite %d\n", k[0], k[1], k[2],
+                       tv, flops_of(P) / tv * 1e-9, krel, kn);
                 if (Q.ws)
                     cudaFree(Q.ws);
-                unsetenv(k[0]);
+                unsetenv(k[1]);
             }
             unsetenv("VATTN_VARIANT");
         }

@@ -216,8 +216,11 @@ int kcap_seal_verify(int fd, const char *path, kcap_pool *pool, int full, kcap_e
     if (!ub)
         return kcap_error_set(err, KCAP_ERR_NOMEM, "%s: out of memory", path);
     size_t want = fsize < KCAP_UB_SIZE ? (size_t)fsize : KCAP_UB_SIZE, got = 0;
-    while (got < want) {
-        ssize_t r = pread(fd, ub + got, want - got, (off_t)got);
+    while (got < want && got < KCAP_UB_SIZE) {
+        size_t left = KCAP_UB_SIZE - got; /* never past the buffer (also what the compiler can see) */
+        if (left > want - got)
+            left = want - got;
+        ssize_t r = pread(fd, ub + got, left, (off_t)got);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)

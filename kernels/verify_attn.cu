@@ -5,11 +5,11 @@
  *   vattn_ref_kernel      the reference: one block per (token, head), fp32 everywhere, keys
  *                         walked in order in chunks of 256 (one key per thread), written to
  *                         be easy to trust, not fast. vattn_verify_reference().
- *   vattn_fast4_kernel    v4, the fast kernel (vattn_verify) when a request has > 32 (token,
- *                         head) rows: 64 rows per block, same tiles and split-K as v3 below,
- *                         S reduced between warp pairs instead of across the block, softmax
- *                         state in smem, two block barriers per tile (see its comment).
- *   vattn_fast_kernel     v3, the fast kernel for <= 32 rows (VATTN_VARIANT=3|4 forces one;
+ *   vattn_fast6_kernel    v6 (vattn_fast6.cuh), the fast kernel (vattn_verify) when a request
+ *                         has > 32 (token, head) rows: 64 rows per block, same tiles and
+ *                         split-K as v3 below, S reduced between warp pairs instead of across
+ *                         the block, lazy rescale, two block barriers per tile.
+ *   vattn_fast_kernel     v3, the fast kernel for <= 32 rows (VATTN_VARIANT=3|6 forces one;
  *                         dev knob), flash-decode split-K: a block owns
  *                         32 (token, head) rows of one request and one contiguous range of its
  *                         KV sequence. KV tiles of 32 rows arrive through kv_indices by cp.async
@@ -319,6 +319,108 @@ __device__ __forceinline__ void vattn_load_tile(const VattnParams &p, Smem &sm, 
     }
 }
 
+/* O[MT m-tiles][warp's 64 columns] *= alpha of each row (alpha: smem, one per row). */
+template <int MT>
+__device__ __forceinline__ void vattn_rescale_o(float (&oacc)[MT][8][4], const float *alpha, int lane)
+{
+    const int g = lane >> 2;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        const float a0 = alpha[mt * 16 + g], a1 = alpha[mt * 16 + g + 8];
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+            oacc[mt][nt][0] *= a0;
+            oacc[mt][nt][1] *= a0;
+            oacc[mt][nt][2] *= a1;
+            oacc[mt][nt][3] *= a1;
+        }
+    }
+}
+
+/* O[MT m-tiles][warp's 64 columns] += P . V over one 32-key tile: P (16*MT rows x 32 keys,
+ * input dtype) at smem address paddr(row, key) (A operand by ldmatrix), V = the first 512
+ * columns of the KV tile (row pitch KV_PITCH) by ldmatrix.trans. */
+template <int FP16, int MT, class PAddr>
+__device__ __forceinline__ void vattn_pv_tile(float (&oacc)[MT][8][4], PAddr paddr, const uint16_t *kv_tile,
+                                              int warp, int lane)
+{
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++) {
+        uint32_t pa[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+            ldsm_x4(paddr(mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 16 + (lane >> 4) * 8), pa[mt][0],
+                    pa[mt][1], pa[mt][2], pa[mt][3]);
+        const uint32_t vbase =
+            smem_u32(kv_tile + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * KV_PITCH + warp * 64 + (lane >> 4) * 8);
+#pragma unroll
+        for (int np = 0; np < 4; np++) {
+            uint32_t b0, b1, b2, b3;
+            ldsm_x4_t(vbase + np * 32, b0, b1, b2, b3);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                mma16816<FP16>(oacc[mt][2 * np], pa[mt], b0, b1);
+                mma16816<FP16>(oacc[mt][2 * np + 1], pa[mt], b2, b3);
+            }
+        }
+    }
+}
+
+/* Epilogue of the fast kernels (MT m16 tiles = 16*MT rows per block; warp w holds output
+ * columns 64w..64w+63 of every row): with one split, O / l and lse straight to the outputs;
+ * else the split's unnormalised O and (m, l) for the combine kernel (NaN m marks a bad
+ * request). m, l: the rows' final softmax state (m in log2 units). */
+template <int FP16, int MT>
+__device__ __forceinline__ void vattn_fast_epilogue(const VattnParams &p, const float *m, const float *l,
+                                                    bool nan_out, float (&oacc)[MT][8][4], int mc, int sp,
+                                                    int b, int warp, int lane, int tid)
+{
+    constexpr int ROWS = MT * 16;
+    const int g = lane >> 2, t4 = lane & 3;
+    if (p.nsplit == 1) {
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int hr = 0; hr < 2; hr++) {
+                const int row = mt * 16 + g + hr * 8, r = mc * ROWS + row;
+                if (r >= p.M)
+                    continue;
+                const int i = r / p.H, h = r % p.H;
+                const float inv = l[row] == 0.0f ? 0.0f : 1.0f / l[row];
+                uint16_t *o = p.o + ((int64_t)b * p.q_len + i) * p.o_st + h * p.o_sh + warp * 64 + 2 * t4;
+#pragma unroll
+                for (int nt = 0; nt < 8; nt++) {
+                    const float v0 = nan_out ? NAN : oacc[mt][nt][2 * hr] * inv;
+                    const float v1 = nan_out ? NAN : oacc[mt][nt][2 * hr + 1] * inv;
+                    *reinterpret_cast<uint32_t *>(o + nt * 8) = vattn_pack2<FP16>(v0, v1);
+                }
+            }
+        if (p.lse && tid < ROWS) {
+            const int r = mc * ROWS + tid;
+            if (r < p.M) {
+                const float v = nan_out ? NAN
+                                : l[tid] == 0.0f ? -INFINITY
+                                                 : (m[tid] + log2f(l[tid])) * 0.69314718055994531f;
+                p.lse[((int64_t)b * p.q_len + r / p.H) * p.H + r % p.H] = v;
+            }
+        }
+        return;
+    }
+    const int64_t pbase = ((int64_t)b * p.nsplit + sp) * p.mpad + (int64_t)mc * ROWS;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const int row = mt * 16 + g + hr * 8;
+            float *o = p.ws_o + (pbase + row) * DV + warp * 64 + 2 * t4;
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+                *reinterpret_cast<float2 *>(o + nt * 8) = make_float2(oacc[mt][nt][2 * hr], oacc[mt][nt][2 * hr + 1]);
+        }
+    if (tid < ROWS)
+        p.ws_ml[pbase + tid] = make_float2(nan_out ? NAN : m[tid], l[tid]);
+}
+
 template <int FP16>
 __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast_kernel(VattnParams p)
 {
@@ -492,488 +594,17 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast_kernel(VattnParams p)
         __syncthreads();
 
         /* O[:, warp's 64 cols] = alpha * O + P . V */
-#pragma unroll
-        for (int mt = 0; mt < 2; mt++) {
-            const float a0 = sm.alpha[mt * 16 + g], a1 = sm.alpha[mt * 16 + g + 8];
-#pragma unroll
-            for (int nt = 0; nt < 8; nt++) {
-                oacc[mt][nt][0] *= a0;
-                oacc[mt][nt][1] *= a0;
-                oacc[mt][nt][2] *= a1;
-                oacc[mt][nt][3] *= a1;
-            }
-        }
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) {
-            uint32_t pa[2][4];
-#pragma unroll
-            for (int mt = 0; mt < 2; mt++)
-                ldsm_x4(smem_u32(&sm.p[mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8][kk * 16 + (lane >> 4) * 8]),
-                        pa[mt][0], pa[mt][1], pa[mt][2], pa[mt][3]);
-            const uint32_t vbase = smem_u32(
-                &sm.kv[stage][kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8][warp * 64 + (lane >> 4) * 8]);
-#pragma unroll
-            for (int np = 0; np < 4; np++) {
-                uint32_t b0, b1, b2, b3;
-                ldsm_x4_t(vbase + np * 32, b0, b1, b2, b3);
-#pragma unroll
-                for (int mt = 0; mt < 2; mt++) {
-                    mma16816<FP16>(oacc[mt][2 * np], pa[mt], b0, b1);
-                    mma16816<FP16>(oacc[mt][2 * np + 1], pa[mt], b2, b3);
-                }
-            }
-        }
+        vattn_rescale_o<BM / 16>(oacc, sm.alpha, lane);
+        vattn_pv_tile<FP16, BM / 16>(
+            oacc, [&](int row, int col) { return smem_u32(&sm.p[row][col]); }, &sm.kv[stage][0][0], warp, lane);
     }
     __syncthreads(); /* final m, l, bad visible to every thread */
 
-    const bool nan_out = sm.bad != 0;
-    if (p.nsplit == 1) {
-        /* the whole KV range was ours: normalise and write o / lse directly */
-#pragma unroll
-        for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-            for (int hr = 0; hr < 2; hr++) {
-                const int row = mt * 16 + g + hr * 8, r = mc * BM + row;
-                if (r >= p.M)
-                    continue;
-                const int i = r / p.H, h = r % p.H;
-                const float l = sm.l[row];
-                const float inv = l == 0.0f ? 0.0f : 1.0f / l;
-                uint16_t *o = p.o + ((int64_t)b * p.q_len + i) * p.o_st + h * p.o_sh + warp * 64 + 2 * t4;
-#pragma unroll
-                for (int nt = 0; nt < 8; nt++) {
-                    const float v0 = nan_out ? NAN : oacc[mt][nt][2 * hr] * inv;
-                    const float v1 = nan_out ? NAN : oacc[mt][nt][2 * hr + 1] * inv;
-                    *reinterpret_cast<uint32_t *>(o + nt * 8) = vattn_pack2<FP16>(v0, v1);
-                }
-            }
-        if (p.lse && tid < BM) {
-            const int r = mc * BM + tid;
-            if (r < p.M) {
-                const float l = sm.l[tid];
-                const float v = nan_out ? NAN
-                                : l == 0.0f ? -INFINITY
-                                            : (sm.m[tid] + log2f(l)) * 0.69314718055994531f;
-                p.lse[((int64_t)b * p.q_len + r / p.H) * p.H + r % p.H] = v;
-            }
-        }
-        return;
-    }
-    /* split partial: unnormalised O, (m, l); NaN m marks a bad request for the combine */
-    const int64_t pbase = ((int64_t)b * p.nsplit + sp) * p.mpad + (int64_t)mc * BM;
-#pragma unroll
-    for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            const int row = mt * 16 + g + hr * 8;
-            float *o = p.ws_o + (pbase + row) * DV + warp * 64 + 2 * t4;
-#pragma unroll
-            for (int nt = 0; nt < 8; nt++)
-                *reinterpret_cast<float2 *>(o + nt * 8) =
-                    make_float2(oacc[mt][nt][2 * hr], oacc[mt][nt][2 * hr + 1]);
-        }
-    if (tid < BM)
-        p.ws_ml[pbase + tid] = make_float2(nan_out ? NAN : sm.m[tid], sm.l[tid]);
+    vattn_fast_epilogue<FP16, BM / 16>(p, sm.m, sm.l, sm.bad != 0, oacc, mc, sp, b, warp, lane, tid);
 }
 
-/* ------------------------------------------------------------ fast kernel v4 ---- */
-/*
- * v4: 64 (token, head) rows per block (twice v3's work per barrier and half the L2 re-reads
- * of a KV tile), 32-key tiles, 8 warps. S = Q K^T: warp (rg, kh) = (warp & 3, warp >> 2) owns
- * rows rg*16..+15 and k-half kh (18 k16 steps, Q fragments in registers: 72 regs), all 32 keys;
- * the kh = 1 warp hands its partial to its partner through smem (one 64-thread named barrier,
- * not a block barrier), the kh = 0 warp sums it (fixed order), runs the online softmax with the
- * row state in registers and writes P (input dtype) and alpha. O = P V: warp w owns output
- * columns 64w..64w+63 of all 64 rows (128 fp32 regs). Two block barriers per tile.
- */
-constexpr int BM4 = 64;
-constexpr int KSTEPS4 = DV / 16 / 2;       /* 16 k16 steps of the 512 latent columns per k-half */
-constexpr int RSTEPS4 = (QK - DV) / 16 / 2; /* 2 k16 steps of the 64 rope columns per k-half */
-constexpr int QR_PITCH = QK - DV + 8;
-
-constexpr int IDX_RING = 8;
-constexpr int V4_PFD = 2;   /* default L2 prefetch distance in tiles */ /* tiles of raw indices in flight: PFD + 1 <= IDX_RING - 1 */
-
-struct FastSmem4 {
-    uint16_t kv[2][BN][KV_PITCH];  /* 2 cp.async stages */
-    /* Row r: the S partial of the kh = 1 warp (fp32), then, once its kh = 0 partner has read
-     * it, P (input dtype, A operand of O += P V) in bytes 16*((r>>2)&1) .. +64 of the same row
-     * (the shift keeps the 160-byte row pitch conflict-free for ldmatrix). A row is only ever
-     * touched by its own (rg) warp pair and, after the block barrier, the P V readers. */
-    float red[BM4][RED_PITCH];
-    uint16_t qr[BM4][QR_PITCH];    /* Q rope columns (512..575): read by ldmatrix, saves 8 regs */
-    float alpha[BM4], m[BM4], l[BM4];
-    int64_t slots[4][BN];          /* slot ring, as in v3 */
-    int64_t idx[IDX_RING][BN];     /* raw kv_indices of tiles j+2 .. j+PFD+1 (cp.async) */
-    int bad;
-};
-
-__device__ __forceinline__ void cp_async8(uint32_t dst, const void *src, int src_bytes)
-{
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async4(uint32_t dst, const void *src, int src_bytes)
-{
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
-}
-
-/* Warp 0, lane = key of tile `tile`: its raw kv_indices entry starts its way into
- * sm.idx[buf][lane] (no register waits on it); past key_end nothing is read. */
-template <class Smem>
-__device__ __forceinline__ void vattn_idx_async(const VattnParams &p, Smem &sm, int buf, int start,
-                                                int key_begin, int tile, int key_end, int lane)
-{
-    const int key = key_begin + tile * BN + lane;
-    const bool in = key < key_end;
-    const uint32_t dst = smem_u32(&sm.idx[buf][lane]);
-    if (p.idx64)
-        cp_async8(dst, reinterpret_cast<const int64_t *>(p.indices) + (in ? start + key : 0), in ? 8 : 0);
-    else
-        cp_async4(dst, reinterpret_cast<const int32_t *>(p.indices) + (in ? start + key : 0), in ? 4 : 0);
-}
-
-__device__ __forceinline__ uint16_t *vattn_p4(FastSmem4 &sm, int row, int col)
-{
-    return reinterpret_cast<uint16_t *>(&sm.red[row][0]) + 8 * ((row >> 2) & 1) + col;
-}
-
-__device__ __forceinline__ void bar_sync_named(int id, int nthreads)
-{
-    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(nthreads) : "memory");
-}
-
-/* Slot of key `lane` of a tile from its landed raw index: -1 past key_end or outside the pool
- * (which also marks the request bad). */
-template <class Smem>
-__device__ __forceinline__ int64_t vattn_idx_slot(const VattnParams &p, Smem &sm, int buf, int key,
-                                                  int key_end, int lane)
-{
-    int64_t v = p.idx64 ? sm.idx[buf][lane] : (int64_t)(int32_t)sm.idx[buf][lane];
-    if (key >= key_end)
-        return -1;
-    if (v < 0 || v >= p.num_slots) {
-        sm.bad = 1;
-        return -1;
-    }
-    return v;
-}
-
-__device__ __forceinline__ void vattn_prefetch_row_l2(const VattnParams &p, int64_t slot)
-{
-    if (slot < 0)
-        return;
-    const char *row = reinterpret_cast<const char *>(p.kv + slot * p.kv_stride);
-#pragma unroll
-    for (int ln = 0; ln < QK * 2 / 128 + 1; ln++)
-        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(row + min(ln * 128, QK * 2 - 1)));
-}
-
-/* MODE (dev timing only, wrong results): 0 = the kernel; 1 = no KV tile loads in the loop
- * (compute on whatever is in smem: the compute-side time per tile). PFD: the KV rows of tile
- * j+PFD are prefetched into L2 while tile j is computed (cp.async of tile j+1 is the smem
- * stage). */
-template <int FP16, int MODE, int PFD>
-__global__ void __launch_bounds__(NTHREADS, 1) vattn_fast4_kernel(VattnParams p)
-{
-    static_assert(PFD >= 2 && PFD + 2 <= IDX_RING, "index ring too small for this distance");
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    FastSmem4 &sm = *reinterpret_cast<FastSmem4 *>(smem_raw);
-    const int mc = blockIdx.x, sp = blockIdx.y, b = blockIdx.z;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int g = lane >> 2, t4 = lane & 3;
-    const int rg = warp & 3, kh = warp >> 2;
-
-    /* kv_indptr is int32, so every key position of the request fits in 32 bits; the split
-     * start is clamped so that an oversized split count cannot overflow it */
-    int64_t start64, kv_len64;
-    const bool ok = vattn_request_range(p, b, &start64, &kv_len64);
-    const int start = (int)start64, kv_len = (int)kv_len64;
-    const int prefix = kv_len - p.q_len;
-    int64_t kb64 = 0, se64 = 0; /* a bad request reads nothing: [0, 0) */
-    if (ok)
-        vattn_split_range(kv_len64, sp, p.nsplit, &kb64, &se64);
-    const int key_begin = (int)kb64, key_end = (int)se64;
-    const int ntiles = key_end > key_begin ? (key_end - key_begin + BN - 1) / BN : 0;
-
-    if (tid < BM4) {
-        sm.m[tid] = -INFINITY;
-        sm.l[tid] = 0.0f;
-    }
-    if (tid == 0)
-        sm.bad = !ok;
-#pragma unroll
-    for (int k = 0; k < BM4 * 8 / NTHREADS; k++) { /* Q rope: 64 rows x 8 chunks of 16 B */
-        const int c = tid + k * NTHREADS, row = c >> 3, col = (c & 7) * 8, r = mc * BM4 + row;
-        uint4 v = make_uint4(0u, 0u, 0u, 0u);
-        if (r < p.M)
-            v = *reinterpret_cast<const uint4 *>(p.q + ((int64_t)b * p.q_len + r / p.H) * p.q_st +
-                                                 (r % p.H) * p.q_sh + DV + col);
-        *reinterpret_cast<uint4 *>(&sm.qr[row][col]) = v;
-    }
-    __syncthreads();
-    if (warp == 0) {
-        sm.slots[0][lane] = vattn_ring_slot(p, sm, start, key_begin + lane, key_end);
-        sm.slots[1][lane] = vattn_ring_slot(p, sm, start, key_begin + BN + lane, key_end);
-        if (PFD > 2) /* tiles 1 .. PFD-1 into L2 now (tile 1 is the first cp.async after tile 0) */
-#pragma unroll 1
-            for (int t = 1; t < PFD; t++)
-                vattn_prefetch_row_l2(p, vattn_ring_slot(p, sm, start, key_begin + t * BN + lane, key_end));
-#pragma unroll
-        for (int t = 2; t <= PFD; t++)
-            vattn_idx_async(p, sm, t % IDX_RING, start, key_begin, t, key_end, lane);
-    }
-    __syncthreads();
-    if (ntiles > 0) {
-        vattn_load_tile(p, sm, 0, 0, tid);
-        cp_async_commit();
-    }
-
-    /* Q fragments: rows rg*16 + g (+8), columns kh*256 + ks*16 + (2*t4 | 2*t4+8) */
-    uint32_t qf[KSTEPS4][4];
-#pragma unroll
-    for (int hr = 0; hr < 2; hr++) {
-        const int r = mc * BM4 + rg * 16 + g + hr * 8;
-        const uint32_t *src = nullptr;
-        if (r < p.M) {
-            const int i = r / p.H, h = r % p.H;
-            src = reinterpret_cast<const uint32_t *>(
-                p.q + ((int64_t)b * p.q_len + i) * p.q_st + h * p.q_sh + kh * (KSTEPS4 * 16));
-        }
-#pragma unroll
-        for (int ks = 0; ks < KSTEPS4; ks++) {
-            qf[ks][hr] = src ? src[ks * 8 + t4] : 0u;
-            qf[ks][hr + 2] = src ? src[ks * 8 + 4 + t4] : 0u;
-        }
-    }
-
-    float oacc[4][8][4];
-#pragma unroll
-    for (int mt = 0; mt < 4; mt++)
-#pragma unroll
-        for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                oacc[mt][nt][e] = 0.0f;
-    const int R0 = rg * 16 + g; /* this lane's softmax rows: R0, R0 + 8 */
-
-    for (int j = 0; j < ntiles; j++) {
-        const int stage = j & 1;
-        cp_async_wait_all();
-        __syncthreads(); /* tile j landed; PV(j-1) done: the other stage, red and p are free */
-        if (MODE != 1 && j + 1 < ntiles) {
-            vattn_load_tile(p, sm, stage ^ 1, j + 1, tid);
-            cp_async_commit();
-        }
-        if (warp == 0) {
-            /* indices of tiles j+2 .. j+PFD landed (cp.async, issued >= one tile ago): tile
-             * j+2's range-checked into the slot ring (its cp.async is issued next tile), tile
-             * j+PFD's rows start their way into L2; tile j+PFD+1's indices are requested */
-            const int kb = key_begin + lane;
-            const int64_t s2 = vattn_idx_slot(p, sm, (j + 2) % IDX_RING, kb + (j + 2) * BN, key_end, lane);
-            sm.slots[(j + 2) & 3][lane] = s2;
-            vattn_prefetch_row_l2(p, PFD == 2 ? s2
-                                              : vattn_idx_slot(p, sm, (j + PFD) % IDX_RING,
-                                                               kb + (j + PFD) * BN, key_end, lane));
-            vattn_idx_async(p, sm, (j + PFD + 1) % IDX_RING, start, key_begin, j + PFD + 1, key_end, lane);
-            cp_async_commit();
-        }
-
-        /* S (partial over this warp's k-half) = Q[16 rows] . K[32 keys]^T */
-        float sacc[4][4];
-#pragma unroll
-        for (int nt = 0; nt < 4; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                sacc[nt][e] = 0.0f;
-        const uint32_t kbase = smem_u32(
-            &sm.kv[stage][(lane & 7) + ((lane >> 4) << 3)][kh * (KSTEPS4 * 16) + ((lane >> 3) & 1) * 8]);
-#pragma unroll
-        for (int ks = 0; ks < KSTEPS4; ks++) {
-            uint32_t b0, b1, b2, b3, c0, c1, c2, c3;
-            ldsm_x4(kbase + ks * 32, b0, b1, b2, b3);
-            ldsm_x4(kbase + 16 * KV_PITCH * 2 + ks * 32, c0, c1, c2, c3);
-            mma16816<FP16>(sacc[0], qf[ks], b0, b1);
-            mma16816<FP16>(sacc[1], qf[ks], b2, b3);
-            mma16816<FP16>(sacc[2], qf[ks], c0, c1);
-            mma16816<FP16>(sacc[3], qf[ks], c2, c3);
-        }
-#pragma unroll
-        for (int ks = 0; ks < RSTEPS4; ks++) {
-            uint32_t a[4], b0, b1, b2, b3, c0, c1, c2, c3;
-            ldsm_x4(smem_u32(&sm.qr[rg * 16 + (lane & 7) + ((lane >> 3) & 1) * 8]
-                                   [(kh * RSTEPS4 + ks) * 16 + (lane >> 4) * 8]),
-                    a[0], a[1], a[2], a[3]);
-            const uint32_t kr = kbase + ((DV - kh * (KSTEPS4 * 16)) + (kh * RSTEPS4 + ks) * 16) * 2;
-            ldsm_x4(kr, b0, b1, b2, b3);
-            ldsm_x4(kr + 16 * KV_PITCH * 2, c0, c1, c2, c3);
-            mma16816<FP16>(sacc[0], a, b0, b1);
-            mma16816<FP16>(sacc[1], a, b2, b3);
-            mma16816<FP16>(sacc[2], a, c0, c1);
-            mma16816<FP16>(sacc[3], a, c2, c3);
-        }
-        if (kh == 1) {
-#pragma unroll
-            for (int nt = 0; nt < 4; nt++) {
-                *reinterpret_cast<float2 *>(&sm.red[R0][nt * 8 + 2 * t4]) = make_float2(sacc[nt][0], sacc[nt][1]);
-                *reinterpret_cast<float2 *>(&sm.red[R0 + 8][nt * 8 + 2 * t4]) = make_float2(sacc[nt][2], sacc[nt][3]);
-            }
-        }
-        bar_sync_named(1 + rg, 64);
-        if (kh == 0) {
-            /* full S, mask, online softmax of rows R0 / R0+8 over the tile's 32 keys */
-            const int kt0 = key_begin + j * BN;
-            const int lim_end = key_end - kt0, lim_pre = prefix - kt0; /* tile-relative */
-            const bool all_vis = BN <= lim_pre && BN <= lim_end;
-            float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-            for (int nt = 0; nt < 4; nt++) {
-                const float2 o0 = *reinterpret_cast<const float2 *>(&sm.red[R0][nt * 8 + 2 * t4]);
-                const float2 o1 = *reinterpret_cast<const float2 *>(&sm.red[R0 + 8][nt * 8 + 2 * t4]);
-                sacc[nt][0] = (sacc[nt][0] + o0.x) * p.scale_log2;
-                sacc[nt][1] = (sacc[nt][1] + o0.y) * p.scale_log2;
-                sacc[nt][2] = (sacc[nt][2] + o1.x) * p.scale_log2;
-                sacc[nt][3] = (sacc[nt][3] + o1.y) * p.scale_log2;
-                if (!all_vis) {
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const int kk = nt * 8 + 2 * t4 + (e & 1);
-                        bool vis = kk < lim_end;
-                        if (vis && kk >= lim_pre) {
-                            const int r = mc * BM4 + R0 + (e >> 1) * 8;
-                            vis = vattn_visible(p, b, r < p.M ? r / p.H : 0, kk - lim_pre);
-                        }
-                        if (!vis)
-                            sacc[nt][e] = -INFINITY;
-                    }
-                }
-                mx[0] = fmaxf(mx[0], fmaxf(sacc[nt][0], sacc[nt][1]));
-                mx[1] = fmaxf(mx[1], fmaxf(sacc[nt][2], sacc[nt][3]));
-            }
-            float alpha[2], rs[2] = {0.0f, 0.0f}, mu[2];
-            __syncwarp(); /* all partial reads of rows R0, R0+8 done before P overwrites them */
-#pragma unroll
-            for (int hr = 0; hr < 2; hr++) {
-                mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
-                mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
-                const float m_old = sm.m[R0 + 8 * hr];
-                const float m_new = fmaxf(m_old, mx[hr]);
-                mu[hr] = m_new == -INFINITY ? 0.0f : m_new;
-                alpha[hr] = exp2f(m_old - mu[hr]);
-                mx[hr] = m_new;
-            }
-#pragma unroll
-            for (int nt = 0; nt < 4; nt++) {
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    sacc[nt][e] = exp2f(sacc[nt][e] - mu[e >> 1]);
-                    rs[e >> 1] += sacc[nt][e];
-                }
-                *reinterpret_cast<uint32_t *>(vattn_p4(sm, R0, nt * 8 + 2 * t4)) = vattn_pack2<FP16>(sacc[nt][0], sacc[nt][1]);
-                *reinterpret_cast<uint32_t *>(vattn_p4(sm, R0 + 8, nt * 8 + 2 * t4)) = vattn_pack2<FP16>(sacc[nt][2], sacc[nt][3]);
-            }
-#pragma unroll
-            for (int hr = 0; hr < 2; hr++) {
-                rs[hr] += __shfl_xor_sync(0xffffffffu, rs[hr], 1);
-                rs[hr] += __shfl_xor_sync(0xffffffffu, rs[hr], 2);
-            }
-            __syncwarp(); /* every lane has read its m_old before lane t4 = 0 updates it */
-            if (t4 == 0) {
-#pragma unroll
-                for (int hr = 0; hr < 2; hr++) {
-                    const int row = R0 + 8 * hr;
-                    sm.alpha[row] = alpha[hr];
-                    sm.l[row] = sm.l[row] * alpha[hr] + rs[hr];
-                    sm.m[row] = mx[hr];
-                }
-            }
-        }
-        __syncthreads(); /* P and alpha of all 64 rows visible */
-
-        /* O[:, warp's 64 cols] = alpha * O + P . V */
-#pragma unroll
-        for (int mt = 0; mt < 4; mt++) {
-            const float a0 = sm.alpha[mt * 16 + g], a1 = sm.alpha[mt * 16 + g + 8];
-#pragma unroll
-            for (int nt = 0; nt < 8; nt++) {
-                oacc[mt][nt][0] *= a0;
-                oacc[mt][nt][1] *= a0;
-                oacc[mt][nt][2] *= a1;
-                oacc[mt][nt][3] *= a1;
-            }
-        }
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) {
-            uint32_t pa[4][4];
-#pragma unroll
-            for (int mt = 0; mt < 4; mt++)
-                ldsm_x4(smem_u32(vattn_p4(sm, mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 16 + (lane >> 4) * 8)),
-                        pa[mt][0], pa[mt][1], pa[mt][2], pa[mt][3]);
-            const uint32_t vbase = smem_u32(
-                &sm.kv[stage][kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8][warp * 64 + (lane >> 4) * 8]);
-#pragma unroll
-            for (int np = 0; np < 4; np++) {
-                uint32_t b0, b1, b2, b3;
-                ldsm_x4_t(vbase + np * 32, b0, b1, b2, b3);
-#pragma unroll
-                for (int mt = 0; mt < 4; mt++) {
-                    mma16816<FP16>(oacc[mt][2 * np], pa[mt], b0, b1);
-                    mma16816<FP16>(oacc[mt][2 * np + 1], pa[mt], b2, b3);
-                }
-            }
-        }
-    }
-    cp_async_wait_all(); /* warp 0's index copies past the last tile */
-    __syncthreads(); /* final m, l, bad visible to every thread */
-
-    const bool nan_out = sm.bad != 0;
-    if (p.nsplit == 1) {
-#pragma unroll
-        for (int mt = 0; mt < 4; mt++)
-#pragma unroll
-            for (int hr = 0; hr < 2; hr++) {
-                const int row = mt * 16 + g + hr * 8, r = mc * BM4 + row;
-                if (r >= p.M)
-                    continue;
-                const int i = r / p.H, h = r % p.H;
-                const float l = sm.l[row];
-                const float inv = l == 0.0f ? 0.0f : 1.0f / l;
-                uint16_t *o = p.o + ((int64_t)b * p.q_len + i) * p.o_st + h * p.o_sh + warp * 64 + 2 * t4;
-#pragma unroll
-                for (int nt = 0; nt < 8; nt++) {
-                    const float v0 = nan_out ? NAN : oacc[mt][nt][2 * hr] * inv;
-                    const float v1 = nan_out ? NAN : oacc[mt][nt][2 * hr + 1] * inv;
-                    *reinterpret_cast<uint32_t *>(o + nt * 8) = vattn_pack2<FP16>(v0, v1);
-                }
-            }
-        if (p.lse && tid < BM4) {
-            const int r = mc * BM4 + tid;
-            if (r < p.M) {
-                const float l = sm.l[tid];
-                const float v = nan_out ? NAN
-                                : l == 0.0f ? -INFINITY
-                                            : (sm.m[tid] + log2f(l)) * 0.69314718055994531f;
-                p.lse[((int64_t)b * p.q_len + r / p.H) * p.H + r % p.H] = v;
-            }
-        }
-        return;
-    }
-    const int64_t pbase = ((int64_t)b * p.nsplit + sp) * p.mpad + (int64_t)mc * BM4;
-#pragma unroll
-    for (int mt = 0; mt < 4; mt++)
-#pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            const int row = mt * 16 + g + hr * 8;
-            float *o = p.ws_o + (pbase + row) * DV + warp * 64 + 2 * t4;
-#pragma unroll
-            for (int nt = 0; nt < 8; nt++)
-                *reinterpret_cast<float2 *>(o + nt * 8) =
-                    make_float2(oacc[mt][nt][2 * hr], oacc[mt][nt][2 * hr + 1]);
-        }
-    if (tid < BM4)
-        p.ws_ml[pbase + tid] = make_float2(nan_out ? NAN : sm.m[tid], sm.l[tid]);
-}
-
-#include "vattn_fast5.cuh"
+/* ------------------------------------------------------------ fast kernel v6 ---- */
+#include "vattn_fast6.cuh"
 
 /* One block per (request, row): 128 threads x 4 channels; splits merged in index order.
  * The split weights are computed once into smem (max over splits is order-free), then every
@@ -1070,20 +701,20 @@ int vattn_cuda_fail(cudaError_t e, const char *what)
 /* The fast kernel's grid for these sizes. Workspace and launch both come from here, so the
  * split count seen by vattn_workspace_size() is the one the call uses on the same device. */
 struct FastPlan {
-    int variant; /* 3 = vattn_fast_kernel (32 rows), 4 / 5 = vattn_fast4 / 5_kernel (64 rows) */
+    int variant; /* 3 = vattn_fast_kernel (32 rows), 6 = vattn_fast6_kernel (64 rows) */
     int mchunks, nsplit, tiles_per_split, mpad;
     size_t ws_bytes;
 };
 
-/* Kernel variant for these sizes: v4 (64 rows per block) once a request has more than 32
+/* Kernel variant for these sizes: v6 (64 rows per block) once a request has more than 32
  * (token, head) rows, v3 below that (a 64-row block would be mostly padding).
- * VATTN_VARIANT=3|4 (dev knob, read per call, like VATTN_FORCE_NSPLIT) forces one. */
+ * VATTN_VARIANT=3|6 (dev knob, read per call, like VATTN_FORCE_NSPLIT) forces one. */
 int vattn_variant(const vattn_args *a)
 {
     const char *force = getenv("VATTN_VARIANT");
-    if (force && atoi(force) >= 3 && atoi(force) <= 5)
+    if (force && (atoi(force) == 3 || atoi(force) == 6))
         return atoi(force);
-    return a->q_len * a->num_heads > BM ? 4 : 3;
+    return a->q_len * a->num_heads > BM ? 6 : 3;
 }
 
 int vattn_sm_count(void)
@@ -1102,7 +733,7 @@ FastPlan vattn_plan(const vattn_args *a, int sms)
     FastPlan pl;
     const int M = a->q_len * a->num_heads;
     pl.variant = vattn_variant(a);
-    const int bm = pl.variant == 3 ? BM : BM4;
+    const int bm = pl.variant == 3 ? BM : BM6;
     pl.mchunks = (M + bm - 1) / bm;
     pl.mpad = pl.mchunks * bm;
     /* The hint caps the split count (no point splitting 100 keys 30 ways); without one the
@@ -1175,47 +806,25 @@ template <int FP16> int vattn_launch_fast(const vattn_args *a, void *ws, cudaStr
         p.ws_ml = (float2 *)((char *)ws + (size_t)a->bs * pl.nsplit * pl.mpad * DV * sizeof(float));
     }
     cudaError_t e;
-    if (pl.variant == 5) {
-        void (*kern)(VattnParams) = vattn_fast5_kernel<FP16, V5_NST, V5_PF>;
-        int smem = (int)sizeof(FastSmem5<V5_NST>);
+    if (pl.variant == 6) {
+        void (*kern)(VattnParams) = vattn_fast6_kernel<FP16, V6_LAZY | V6_SPREAD | V6_PIPE>;
 #ifdef VATTN_DEV_MODES
-        /* dev build only: VATTN_V5CFG=NST*10+PF (stages, slot / L2 prefetch distance) */
-        const char *cfg = getenv("VATTN_V5CFG");
-        switch (cfg ? atoi(cfg) : 0) {
-        case 33: kern = vattn_fast5_kernel<FP16, 3, 3>; smem = (int)sizeof(FastSmem5<3>); break;
-        case 35: kern = vattn_fast5_kernel<FP16, 3, 5>; smem = (int)sizeof(FastSmem5<3>); break;
-        case 44: kern = vattn_fast5_kernel<FP16, 4, 4>; break;
-        case 46: kern = vattn_fast5_kernel<FP16, 4, 6>; break;
+        /* dev build only, the tuning steps one at a time: VATTN_V6FLAGS = sum of V6_LAZY (1),
+         * V6_SPREAD (2), V6_PIPE (4); 0 = none of them */
+        const char *fl = getenv("VATTN_V6FLAGS");
+        switch (fl ? atoi(fl) : -1) {
+        case 0: kern = vattn_fast6_kernel<FP16, 0>; break;
+        case 1: kern = vattn_fast6_kernel<FP16, 1>; break;
+        case 3: kern = vattn_fast6_kernel<FP16, 3>; break;
         default: break;
         }
 #endif
-        e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sizeof(FastSmem6));
         if (e != cudaSuccess)
-            return vattn_cuda_fail(e, "cudaFuncSetAttribute(vattn_fast5_kernel)");
-        kern<<<dim3(pl.mchunks, pl.nsplit, a->bs), NTHREADS, smem, st>>>(p);
+            return vattn_cuda_fail(e, "cudaFuncSetAttribute(vattn_fast6_kernel)");
+        kern<<<dim3(pl.mchunks, pl.nsplit, a->bs), NTHREADS, sizeof(FastSmem6), st>>>(p);
         if ((e = cudaGetLastError()) != cudaSuccess)
-            return vattn_cuda_fail(e, "launch vattn_fast5_kernel");
-    } else if (pl.variant == 4) {
-        void (*kern)(VattnParams) = vattn_fast4_kernel<FP16, 0, V4_PFD>;
-#ifdef VATTN_DEV_MODES
-        /* dev build only: VATTN_V4MODE=1 (no tile loads), VATTN_PFD=2|4|6 */
-        const char *mode = getenv("VATTN_V4MODE"), *pfd = getenv("VATTN_PFD");
-        const int md = mode ? atoi(mode) : 0, pd = pfd ? atoi(pfd) : V4_PFD;
-        if (md == 1)
-            kern = vattn_fast4_kernel<FP16, 1, V4_PFD>;
-        else if (pd == 2)
-            kern = vattn_fast4_kernel<FP16, 0, 2>;
-        else if (pd == 4)
-            kern = vattn_fast4_kernel<FP16, 0, 4>;
-        else if (pd == 6)
-            kern = vattn_fast4_kernel<FP16, 0, 6>;
-#endif
-        e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sizeof(FastSmem4));
-        if (e != cudaSuccess)
-            return vattn_cuda_fail(e, "cudaFuncSetAttribute(vattn_fast4_kernel)");
-        kern<<<dim3(pl.mchunks, pl.nsplit, a->bs), NTHREADS, sizeof(FastSmem4), st>>>(p);
-        if ((e = cudaGetLastError()) != cudaSuccess)
-            return vattn_cuda_fail(e, "launch vattn_fast4_kernel");
+            return vattn_cuda_fail(e, "launch vattn_fast6_kernel");
     } else {
         e = cudaFuncSetAttribute(vattn_fast_kernel<FP16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  (int)sizeof(FastSmem));
@@ -1258,8 +867,7 @@ int vattn_device_ok(void)
 } /* namespace */
 
 static_assert(sizeof(FastSmem) <= 99 * 1024, "sm_120 allows at most 99 KB of shared memory per block");
-static_assert(sizeof(FastSmem4) <= 99 * 1024, "sm_120 allows at most 99 KB of shared memory per block");
-static_assert(sizeof(FastSmem5<4>) <= 99 * 1024, "sm_120 allows at most 99 KB of shared memory per block");
+static_assert(sizeof(FastSmem6) <= 99 * 1024, "sm_120 allows at most 99 KB of shared memory per block");
 
 extern "C" {
 

@@ -92,6 +92,10 @@ static int one_call(uint64_t *s, const char *tag)
     for (int b = 0; b < bs; b++)
         indptr[b + 1] = indptr[b] + q_len + (int)(rnd(s) % 150); /* ragged prefixes */
     int64_t nnz = indptr[bs];
+    if (nnz <= 0 || nnz > (1 << 20)) { /* cannot happen (bs <= 3 requests of < 160 keys) */
+        free(indptr);
+        return -1;
+    }
     int64_t num_slots = nnz + 64 + (int64_t)(rnd(s) % 256);
     int64_t kv_stride = 576 + 8 * (int64_t)(rnd(s) % 3);
     /* a random permutation of the pool's slots; each key takes a distinct slot */

@@ -66,10 +66,10 @@ __device__ __forceinline__ void cp_async4(uint32_t dst, const void *src, int src
 /* Warp 0, lane = key of tile `tile`: its raw kv_indices entry starts its way into
  * sm.idx[buf][lane] (no register waits on it); past key_end nothing is read. */
 template <class Smem>
-__device__ __forceinline__ void vattn_idx_async(const VattnParams &p, Smem &sm, int buf, int start,
-                                                int key_begin, int tile, int key_end, int lane)
+__device__ __forceinline__ void vattn_idx_async(const VattnParams &p, Smem &sm, int buf, int64_t start,
+                                                int64_t key_begin, int tile, int64_t key_end, int lane)
 {
-    const int key = key_begin + tile * BN + lane;
+    const int64_t key = key_begin + (int64_t)tile * BN + lane;
     const bool in = key < key_end;
     const uint32_t dst = smem_u32(&sm.idx[buf][lane]);
     if (p.idx64)
@@ -91,8 +91,8 @@ __device__ __forceinline__ void bar_sync_named(int id, int nthreads)
 /* Slot of key `lane` of a tile from its landed raw index: -1 past key_end or outside the pool
  * (which also marks the request bad). */
 template <class Smem>
-__device__ __forceinline__ int64_t vattn_idx_slot(const VattnParams &p, Smem &sm, int buf, int key,
-                                                  int key_end, int lane)
+__device__ __forceinline__ int64_t vattn_idx_slot(const VattnParams &p, Smem &sm, int buf, int64_t key,
+                                                  int64_t key_end, int lane)
 {
     int64_t v = p.idx64 ? sm.idx[buf][lane] : (int64_t)(int32_t)sm.idx[buf][lane];
     if (key >= key_end)
@@ -167,13 +167,15 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast6_kernel(VattnParams p)
 
     int64_t start64, kv_len64;
     const bool ok = vattn_request_range(p, b, &start64, &kv_len64);
-    const int start = (int)start64, kv_len = (int)kv_len64;
-    const int prefix = kv_len - p.q_len;
+    /* key positions in int64: a request may hold up to 2^31 - 1 keys, and tile indices run
+     * a few tiles past the split's end */
+    const int64_t start = start64, kv_len = kv_len64;
+    const int64_t prefix = kv_len - p.q_len;
     int64_t kb64 = 0, se64 = 0; /* a bad request reads nothing: [0, 0) */
     if (ok)
         vattn_split_range(kv_len64, sp, p.nsplit, &kb64, &se64);
-    const int key_begin = (int)kb64, key_end = (int)se64;
-    const int ntiles = key_end > key_begin ? (key_end - key_begin + BN - 1) / BN : 0;
+    const int64_t key_begin = kb64, key_end = se64;
+    const int ntiles = key_end > key_begin ? (int)((key_end - key_begin + BN - 1) / BN) : 0;
 
     if (tid == 0)
         sm.bad = !ok;
@@ -243,7 +245,8 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast6_kernel(VattnParams p)
             /* indices of tile j+2 landed (cp.async issued one tile ago): range-checked into
              * the slot ring (its cp.async is issued next tile) and its rows start into L2;
              * tile j+3's indices are requested */
-            const int64_t s2 = vattn_idx_slot(p, sm, (j + 2) % IDX_RING, key_begin + lane + (j + 2) * BN, key_end, lane);
+            const int64_t s2 =
+                vattn_idx_slot(p, sm, (j + 2) % IDX_RING, key_begin + lane + (int64_t)(j + 2) * BN, key_end, lane);
             sm.slots[(j + 2) & 3][lane] = s2;
             vattn_prefetch_row_l2(p, s2);
             vattn_idx_async(p, sm, (j + 3) % IDX_RING, start, key_begin, j + 3, key_end, lane);
@@ -314,8 +317,8 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast6_kernel(VattnParams p)
             *reinterpret_cast<float2 *>(&sm.red[Rp][nt * 8 + 2 * t4]) = give;
         }
         bar_sync_named(1 + rg, 64);
-        const int kt0 = key_begin + j * BN;
-        const int lim_end = key_end - kt0, lim_pre = prefix - kt0; /* tile-relative */
+        const int64_t kt0 = key_begin + (int64_t)j * BN;
+        const int64_t lim_end = key_end - kt0, lim_pre = prefix - kt0; /* tile-relative */
         const bool all_vis = BN <= lim_pre && BN <= lim_end;
         float mx = -INFINITY;
 #pragma unroll
@@ -341,7 +344,9 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast6_kernel(VattnParams p)
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         /* LAZY: keep the reference max unless the tile exceeds it by more than 2^8 */
-        const bool move = LAZY ? mx > m_run + V6_LAZY_TH : mx > m_run;
+        /* (mx - m_run, not m_run + TH: the sum rounds for |m_run| >= 2^27, the difference of
+         * close values does not; -inf - -inf is NaN: no move) */
+        const bool move = LAZY ? mx - m_run > V6_LAZY_TH : mx > m_run;
         const float m_new = move ? mx : m_run;
         const float mu = m_new == -INFINITY ? 0.0f : m_new;
         const float alpha = move ? vattn_ex2(m_run - mu) : 1.0f;

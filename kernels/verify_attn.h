@@ -96,13 +96,15 @@ typedef struct vattn_args {
     uint32_t struct_size; /* sizeof(vattn_args) of the caller's header */
     int32_t dtype;        /* vattn_dtype */
     int32_t index_type;   /* vattn_index_type of kv_indices */
-    int32_t bs;           /* requests */
+    int32_t bs;           /* requests (CUDA library: at most 65535, a grid dimension;
+                             more -> VATTN_ERR_CUDA with the launch error) */
     int32_t q_len;        /* draft tokens per request, 1..64, uniform across the batch */
     int32_t num_heads;    /* 1..128 */
     int64_t num_slots;    /* rows in the kv_cache pool: valid slots are 0..num_slots-1 */
     int64_t max_kv_len;   /* hint: upper bound of any kv_len_b, sizes the split-K grid and
-                             workspace; 0 = unknown (num_slots is used). Correctness never
-                             depends on it, only speed. Negative -> VATTN_ERR_NUM_SLOTS. */
+                             workspace; 0 = unknown (the grid is sized for the GPU alone,
+                             never from num_slots). Correctness never depends on it, only
+                             speed. Negative -> VATTN_ERR_NUM_SLOTS. */
     float sm_scale;       /* softmax scale, e.g. 0.0625 for GLM-5; not derived from 576 */
     uint32_t reserved0;   /* must be zero (non-zero -> VATTN_ERR_STRUCT_SIZE: a field this
                              version does not know how to honour) */

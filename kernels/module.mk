@@ -40,7 +40,7 @@ TESTS += $(TBIN)/test_verify_cpu
 ASAN_TESTS += $(TBIN)/test_verify_cpu
 
 # ---- CUDA: library, GPU test, dev harness / bench driver (scripts/build_nvcc.sh) ----
-VATTN_CUDA_DEPS := kernels/verify_attn.cu kernels/vattn_fast6.cuh kernels/vattn_check.c kernels/vattn_check.h \
+VATTN_CUDA_DEPS := kernels/verify_attn.cu kernels/vattn_fast7.cuh kernels/vattn_check.c kernels/vattn_check.h \
                    kernels/verify_attn.h kernels/verify_attn.map scripts/build_nvcc.sh
 $(VATTN_CUDA_LIB): $(VATTN_CUDA_DEPS)
 	bash scripts/build_nvcc.sh lib $@ $(OBJ)/kernels/cuda kernels/verify_attn.cu kernels/vattn_check.c

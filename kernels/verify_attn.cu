@@ -5,11 +5,11 @@
  *   vattn_ref_kernel      the reference: one block per (token, head), fp32 everywhere, keys
  *                         walked in order in chunks of 256 (one key per thread), written to
  *                         be easy to trust, not fast. vattn_verify_reference().
- *   vattn_fast6_kernel    v6 (vattn_fast6.cuh), the fast kernel (vattn_verify) when a request
- *                         has > 32 (token, head) rows: 64 rows per block, same tiles and
- *                         split-K as v3 below, S reduced between warp pairs instead of across
- *                         the block, lazy rescale, two block barriers per tile.
- *   vattn_fast_kernel     v3, the fast kernel for <= 32 rows (VATTN_VARIANT=3|6 forces one;
+ *   vattn_fast7_kernel    v7 (vattn_fast7.cuh), the fast kernel (vattn_verify) when a request
+ *                         has > 32 (token, head) rows: 64 rows per block in two independent
+ *                         groups of 32, same tiles and split-K as v3 below, S reduced between
+ *                         warp pairs, lazy rescale with a reduction-free softmax fast path.
+ *   vattn_fast_kernel     v3, the fast kernel for <= 32 rows (VATTN_VARIANT=3|7 forces one;
  *                         dev knob), flash-decode split-K: a block owns
  *                         32 (token, head) rows of one request and one contiguous range of its
  *                         KV sequence. KV tiles of 32 rows arrive through kv_indices by cp.async
@@ -229,6 +229,28 @@ __device__ __forceinline__ void vattn_split_range(int64_t kv_len, int sp, int ns
     *end = e < kv_len ? e : kv_len;
 }
 
+/* The keys block (row chunk, split sp, request b) of a fast kernel works on: ok = the request's
+ * range is valid; [key_begin, key_end) = split sp of it (empty for a bad request, which reads
+ * nothing); prefix = keys before the draft block; ntiles = BN-key tiles of the split. */
+struct VattnBlockKeys {
+    int64_t start, prefix, key_begin, key_end;
+    int ntiles;
+    bool ok;
+};
+
+__device__ __forceinline__ VattnBlockKeys vattn_block_keys(const VattnParams &p, int b, int sp)
+{
+    VattnBlockKeys k;
+    int64_t kv_len = 0;
+    k.ok = vattn_request_range(p, b, &k.start, &kv_len);
+    k.prefix = kv_len - p.q_len;
+    k.key_begin = k.key_end = 0;
+    if (k.ok)
+        vattn_split_range(kv_len, sp, p.nsplit, &k.key_begin, &k.key_end);
+    k.ntiles = k.key_end > k.key_begin ? (int)((k.key_end - k.key_begin + BN - 1) / BN) : 0;
+    return k;
+}
+
 constexpr int KSTEPS = QK / 16 / 4; /* 9 k16 steps per k-quarter of the S product */
 constexpr int CHUNKS_PER_ROW = QK * 2 / 16; /* 72 cp.async chunks of 16 B per KV row */
 
@@ -319,16 +341,16 @@ __device__ __forceinline__ void vattn_load_tile(const VattnParams &p, Smem &sm, 
     }
 }
 
-/* O[MT m-tiles][warp's 64 columns] *= alpha of each row (alpha: smem, one per row). */
-template <int MT>
-__device__ __forceinline__ void vattn_rescale_o(float (&oacc)[MT][8][4], const float *alpha, int lane)
+/* O[MT m-tiles from row0][NT n8 tiles] *= alpha of each row (alpha: smem, one per block row). */
+template <int MT, int NT>
+__device__ __forceinline__ void vattn_rescale_o(float (&oacc)[MT][NT][4], const float *alpha, int row0, int lane)
 {
     const int g = lane >> 2;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
-        const float a0 = alpha[mt * 16 + g], a1 = alpha[mt * 16 + g + 8];
+        const float a0 = alpha[row0 + mt * 16 + g], a1 = alpha[row0 + mt * 16 + g + 8];
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
+        for (int nt = 0; nt < NT; nt++) {
             oacc[mt][nt][0] *= a0;
             oacc[mt][nt][1] *= a0;
             oacc[mt][nt][2] *= a1;
@@ -337,26 +359,24 @@ __device__ __forceinline__ void vattn_rescale_o(float (&oacc)[MT][8][4], const f
     }
 }
 
-/* O[MT m-tiles][warp's 64 columns] += P . V over one 32-key tile: P (16*MT rows x 32 keys,
- * input dtype) at smem address paddr(row, key) (A operand by ldmatrix), V = the first 512
- * columns of the KV tile (row pitch KV_PITCH) by ldmatrix.trans. */
-template <int FP16, int MT, class PAddr>
-__device__ __forceinline__ void vattn_pv_tile(float (&oacc)[MT][8][4], PAddr paddr, const uint16_t *kv_tile,
-                                              int warp, int lane)
+/* O[MT m-tiles from row0][NT n8 tiles] += P . V over one 32-key tile: P (input dtype) at
+ * smem address paddr(block row, key) (A operand by ldmatrix); V by ldmatrix.trans, this lane's
+ * address for k16 step kk and n8-tile pair np given by vaddr(kk, np) (the caller's layout). */
+template <int FP16, int MT, int NT, class PAddr, class VAddr>
+__device__ __forceinline__ void vattn_pv_tile(float (&oacc)[MT][NT][4], PAddr paddr, VAddr vaddr, int row0,
+                                              int lane)
 {
 #pragma unroll
     for (int kk = 0; kk < BN / 16; kk++) {
         uint32_t pa[MT][4];
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
-            ldsm_x4(paddr(mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 16 + (lane >> 4) * 8), pa[mt][0],
-                    pa[mt][1], pa[mt][2], pa[mt][3]);
-        const uint32_t vbase =
-            smem_u32(kv_tile + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * KV_PITCH + warp * 64 + (lane >> 4) * 8);
+            ldsm_x4(paddr(row0 + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 16 + (lane >> 4) * 8),
+                    pa[mt][0], pa[mt][1], pa[mt][2], pa[mt][3]);
 #pragma unroll
-        for (int np = 0; np < 4; np++) {
+        for (int np = 0; np < NT / 2; np++) {
             uint32_t b0, b1, b2, b3;
-            ldsm_x4_t(vbase + np * 32, b0, b1, b2, b3);
+            ldsm_x4_t(vaddr(kk, np), b0, b1, b2, b3);
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) {
                 mma16816<FP16>(oacc[mt][2 * np], pa[mt], b0, b1);
@@ -366,37 +386,36 @@ __device__ __forceinline__ void vattn_pv_tile(float (&oacc)[MT][8][4], PAddr pad
     }
 }
 
-/* Epilogue of the fast kernels (MT m16 tiles = 16*MT rows per block; warp w holds output
- * columns 64w..64w+63 of every row): with one split, O / l and lse straight to the outputs;
+/* Epilogue of the fast kernels (bm rows per block; this warp holds MT m16 tiles from block
+ * row row0 and NT n8 tiles from output column col0): with one split, O / l and lse straight to the outputs;
  * else the split's unnormalised O and (m, l) for the combine kernel (NaN m marks a bad
  * request). m, l: the rows' final softmax state (m in log2 units). */
-template <int FP16, int MT>
+template <int FP16, int MT, int NT>
 __device__ __forceinline__ void vattn_fast_epilogue(const VattnParams &p, const float *m, const float *l,
-                                                    bool nan_out, float (&oacc)[MT][8][4], int mc, int sp,
-                                                    int b, int warp, int lane, int tid)
+                                                    bool nan_out, float (&oacc)[MT][NT][4], int bm, int row0,
+                                                    int col0, int mc, int sp, int b, int lane, int tid)
 {
-    constexpr int ROWS = MT * 16;
     const int g = lane >> 2, t4 = lane & 3;
     if (p.nsplit == 1) {
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int hr = 0; hr < 2; hr++) {
-                const int row = mt * 16 + g + hr * 8, r = mc * ROWS + row;
+                const int row = row0 + mt * 16 + g + hr * 8, r = mc * bm + row;
                 if (r >= p.M)
                     continue;
                 const int i = r / p.H, h = r % p.H;
                 const float inv = l[row] == 0.0f ? 0.0f : 1.0f / l[row];
-                uint16_t *o = p.o + ((int64_t)b * p.q_len + i) * p.o_st + h * p.o_sh + warp * 64 + 2 * t4;
+                uint16_t *o = p.o + ((int64_t)b * p.q_len + i) * p.o_st + h * p.o_sh + col0 + 2 * t4;
 #pragma unroll
-                for (int nt = 0; nt < 8; nt++) {
+                for (int nt = 0; nt < NT; nt++) {
                     const float v0 = nan_out ? NAN : oacc[mt][nt][2 * hr] * inv;
                     const float v1 = nan_out ? NAN : oacc[mt][nt][2 * hr + 1] * inv;
                     *reinterpret_cast<uint32_t *>(o + nt * 8) = vattn_pack2<FP16>(v0, v1);
                 }
             }
-        if (p.lse && tid < ROWS) {
-            const int r = mc * ROWS + tid;
+        if (p.lse && tid < bm) {
+            const int r = mc * bm + tid;
             if (r < p.M) {
                 const float v = nan_out ? NAN
                                 : l[tid] == 0.0f ? -INFINITY
@@ -406,18 +425,18 @@ __device__ __forceinline__ void vattn_fast_epilogue(const VattnParams &p, const 
         }
         return;
     }
-    const int64_t pbase = ((int64_t)b * p.nsplit + sp) * p.mpad + (int64_t)mc * ROWS;
+    const int64_t pbase = ((int64_t)b * p.nsplit + sp) * p.mpad + (int64_t)mc * bm;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
-            const int row = mt * 16 + g + hr * 8;
-            float *o = p.ws_o + (pbase + row) * DV + warp * 64 + 2 * t4;
+            const int row = row0 + mt * 16 + g + hr * 8;
+            float *o = p.ws_o + (pbase + row) * DV + col0 + 2 * t4;
 #pragma unroll
-            for (int nt = 0; nt < 8; nt++)
+            for (int nt = 0; nt < NT; nt++)
                 *reinterpret_cast<float2 *>(o + nt * 8) = make_float2(oacc[mt][nt][2 * hr], oacc[mt][nt][2 * hr + 1]);
         }
-    if (tid < ROWS)
+    if (tid < bm)
         p.ws_ml[pbase + tid] = make_float2(nan_out ? NAN : m[tid], l[tid]);
 }
 
@@ -430,14 +449,10 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast_kernel(VattnParams p)
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t4 = lane & 3;
     const int kq = warp & 3, nh = warp >> 2; /* S product: k-quarter, key half */
-
-    int64_t start, kv_len;
-    const bool ok = vattn_request_range(p, b, &start, &kv_len);
-    const int64_t prefix = kv_len - p.q_len;
-    int64_t key_begin = 0, key_end = 0; /* a bad request reads nothing */
-    if (ok)
-        vattn_split_range(kv_len, sp, p.nsplit, &key_begin, &key_end);
-    const int ntiles = key_end > key_begin ? (int)((key_end - key_begin + BN - 1) / BN) : 0;
+    const VattnBlockKeys bk = vattn_block_keys(p, b, sp);
+    const int64_t start = bk.start, prefix = bk.prefix, key_begin = bk.key_begin, key_end = bk.key_end;
+    const int ntiles = bk.ntiles;
+    const bool ok = bk.ok;
 
     if (tid < BM) {
         sm.m[tid] = -INFINITY;
@@ -594,17 +609,22 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast_kernel(VattnParams p)
         __syncthreads();
 
         /* O[:, warp's 64 cols] = alpha * O + P . V */
-        vattn_rescale_o<BM / 16>(oacc, sm.alpha, lane);
-        vattn_pv_tile<FP16, BM / 16>(
-            oacc, [&](int row, int col) { return smem_u32(&sm.p[row][col]); }, &sm.kv[stage][0][0], warp, lane);
+        vattn_rescale_o<BM / 16, 8>(oacc, sm.alpha, 0, lane);
+        /* V rows kk*16 + (lane & 7) (+8 for lanes 8-15, 24-31), columns 64 warp + 8 (lane >> 4) */
+        const uint32_t vbase =
+            smem_u32(&sm.kv[stage][(lane & 7) + ((lane >> 3) & 1) * 8][warp * 64 + (lane >> 4) * 8]);
+        vattn_pv_tile<FP16, BM / 16, 8>(
+            oacc, [&](int row, int col) { return smem_u32(&sm.p[row][col]); },
+            [&](int kk, int np) { return vbase + (kk * 16 * KV_PITCH + np * 16) * 2; }, 0, lane);
     }
     __syncthreads(); /* final m, l, bad visible to every thread */
 
-    vattn_fast_epilogue<FP16, BM / 16>(p, sm.m, sm.l, sm.bad != 0, oacc, mc, sp, b, warp, lane, tid);
+    vattn_fast_epilogue<FP16, BM / 16, 8>(p, sm.m, sm.l, sm.bad != 0, oacc, BM, 0, warp * 64, mc, sp, b, lane,
+                                           tid);
 }
 
-/* ------------------------------------------------------------ fast kernel v6 ---- */
-#include "vattn_fast6.cuh"
+/* ------------------------------------------------------------ fast kernel v7 ---- */
+#include "vattn_fast7.cuh"
 
 /* One block per (request, row). The split weights are computed once into smem (the max over
  * splits is order-free). Then G groups of 128 threads (4 channels each) sum the partial O of
@@ -729,20 +749,20 @@ int vattn_cuda_fail(cudaError_t e, const char *what)
 /* The fast kernel's grid for these sizes. Workspace and launch both come from here, so the
  * split count seen by vattn_workspace_size() is the one the call uses on the same device. */
 struct FastPlan {
-    int variant; /* 3 = vattn_fast_kernel (32 rows), 6 = vattn_fast6_kernel (64 rows) */
+    int variant; /* 3 = vattn_fast_kernel (32 rows), 7 = vattn_fast7_kernel (64 rows) */
     int mchunks, nsplit, tiles_per_split, mpad;
     size_t ws_bytes;
 };
 
-/* Kernel variant for these sizes: v6 (64 rows per block) once a request has more than 32
+/* Kernel variant for these sizes: v7 (64 rows per block) once a request has more than 32
  * (token, head) rows, v3 below that (a 64-row block would be mostly padding).
- * VATTN_VARIANT=3|6 (dev knob, read per call, like VATTN_FORCE_NSPLIT) forces one. */
+ * VATTN_VARIANT=3|7 (dev knob, read per call, like VATTN_FORCE_NSPLIT) forces one. */
 int vattn_variant(const vattn_args *a)
 {
     const char *force = getenv("VATTN_VARIANT");
-    if (force && (atoi(force) == 3 || atoi(force) == 6))
+    if (force && (atoi(force) == 3 || atoi(force) == 7))
         return atoi(force);
-    return a->q_len * a->num_heads > BM ? 6 : 3;
+    return a->q_len * a->num_heads > BM ? 7 : 3;
 }
 
 int vattn_sm_count(void)
@@ -761,7 +781,7 @@ FastPlan vattn_plan(const vattn_args *a, int sms)
     FastPlan pl;
     const int M = a->q_len * a->num_heads;
     pl.variant = vattn_variant(a);
-    const int bm = pl.variant == 3 ? BM : BM6;
+    const int bm = pl.variant == 3 ? BM : BM7;
     pl.mchunks = (M + bm - 1) / bm;
     pl.mpad = pl.mchunks * bm;
     /* The hint caps the split count (no point splitting 100 keys 30 ways); without one the
@@ -834,25 +854,14 @@ template <int FP16> int vattn_launch_fast(const vattn_args *a, void *ws, cudaStr
         p.ws_ml = (float2 *)((char *)ws + (size_t)a->bs * pl.nsplit * pl.mpad * DV * sizeof(float));
     }
     cudaError_t e;
-    if (pl.variant == 6) {
-        void (*kern)(VattnParams) = vattn_fast6_kernel<FP16, V6_LAZY | V6_SPREAD | V6_PIPE>;
-#ifdef VATTN_DEV_MODES
-        /* dev build only, the tuning steps one at a time: VATTN_V6FLAGS = sum of V6_LAZY (1),
-         * V6_SPREAD (2), V6_PIPE (4); 0 = none of them */
-        const char *fl = getenv("VATTN_V6FLAGS");
-        switch (fl ? atoi(fl) : -1) {
-        case 0: kern = vattn_fast6_kernel<FP16, 0>; break;
-        case 1: kern = vattn_fast6_kernel<FP16, 1>; break;
-        case 3: kern = vattn_fast6_kernel<FP16, 3>; break;
-        default: break;
-        }
-#endif
-        e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sizeof(FastSmem6));
+    if (pl.variant == 7) {
+        void (*kern)(VattnParams) = vattn_fast7_kernel<FP16>;
+        e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sizeof(FastSmem7));
         if (e != cudaSuccess)
-            return vattn_cuda_fail(e, "cudaFuncSetAttribute(vattn_fast6_kernel)");
-        kern<<<dim3(pl.mchunks, pl.nsplit, a->bs), NTHREADS, sizeof(FastSmem6), st>>>(p);
+            return vattn_cuda_fail(e, "cudaFuncSetAttribute(vattn_fast7_kernel)");
+        kern<<<dim3(pl.mchunks, pl.nsplit, a->bs), NTHREADS, sizeof(FastSmem7), st>>>(p);
         if ((e = cudaGetLastError()) != cudaSuccess)
-            return vattn_cuda_fail(e, "launch vattn_fast6_kernel");
+            return vattn_cuda_fail(e, "launch vattn_fast7_kernel");
     } else {
         e = cudaFuncSetAttribute(vattn_fast_kernel<FP16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  (int)sizeof(FastSmem));
@@ -898,7 +907,7 @@ int vattn_device_ok(void)
 } /* namespace */
 
 static_assert(sizeof(FastSmem) <= 99 * 1024, "sm_120 allows at most 99 KB of shared memory per block");
-static_assert(sizeof(FastSmem6) <= 99 * 1024, "sm_120 allows at most 99 KB of shared memory per block");
+static_assert(sizeof(FastSmem7) <= 99 * 1024, "sm_120 allows at most 99 KB of shared memory per block");
 
 extern "C" {
 

@@ -3,7 +3,7 @@
 # library, GPU test and dev harness for one arch, runs the GPU correctness table, the issue 6
 # bench (every kernel variant checked and timed), optionally an ncu profile of one shape, and a
 # SASS summary (HMMA / HGMMA / local-memory instruction counts per kernel). Logs go to $OUT
-# (or build/dev-out). Usage: bench_gpu_dev.sh [test] [testv3|testv6] [bench] [ncu] [sass] [torch]
+# (or build/dev-out). Usage: bench_gpu_dev.sh [test] [testv3|testv7] [bench] [ncu] [sass] [torch]
 #                     or: bench_gpu_dev.sh final   (default build, make test-gpu, make bench-gpu, SASS)
 set -uo pipefail
 out=${OUT:-build/dev-out}
@@ -26,8 +26,8 @@ if [ "${1:-}" = final ]; then
             grep -E "^(PASS|FAIL|SKIP) |passed|checks failed"
         BENCH_OUT=$out bash scripts/bench_gpu.sh 2>&1 | tee "$out/bench_gpu.txt" | grep -v "^csv"
     fi
-    VATTN_VARIANT=6 timeout 300 build/tests/test_verify_gpu >"$out/test_gpu_v6.txt" 2>&1
-    echo "test_verify_gpu with v6 forced on every case: $(tail -1 "$out/test_gpu_v6.txt")"
+    VATTN_VARIANT=7 timeout 300 build/tests/test_verify_gpu >"$out/test_gpu_v7.txt" 2>&1
+    echo "test_verify_gpu with v7 forced on every case: $(tail -1 "$out/test_gpu_v7.txt")"
     cuobjdump --list-elf build/lib/libverify_attn.so
     cuobjdump --dump-sass build/lib/libverify_attn.so >"$out/sass.txt" 2>&1
     awk '/code for sm_/{a=$3} /Function :/{f=a" "$3} /HMMA/{h[f]++} /HGMMA/{g[f]++} /LDL|STL/{l[f]++}
@@ -47,7 +47,7 @@ for what in "$@"; do
         timeout 300 build/tests/test_verify_gpu >"$out/test_gpu.log" 2>&1
         echo "test_verify_gpu rc=$? ($(( $(date +%s) - t0 )) s)"
         grep -E "^FAIL|checks failed" "$out/test_gpu.log" | head -20 ;;
-    testv[36])
+    testv[37])
         v=${what#testv}
         VATTN_VARIANT=$v timeout 300 build/tests/test_verify_gpu >"$out/test_gpu_v$v.log" 2>&1
         echo "test_verify_gpu (VATTN_VARIANT=$v) rc=$?"
@@ -64,7 +64,7 @@ for what in "$@"; do
         # light, stall reasons, instruction mix; the report is kept and its per-SASS-instruction
         # page exported as CSV (stall samples per instruction) for offline reading
         ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-        VATTN_VARIANT=${NCU_VARIANT:-6} timeout 200 "$ncu" --clock-control none -k regex:${NCU_KERNEL:-vattn_fast6} \
+        VATTN_VARIANT=${NCU_VARIANT:-7} timeout 200 "$ncu" --clock-control none -k regex:${NCU_KERNEL:-vattn_fast7} \
             --launch-skip 0 --launch-count 1 --section SpeedOfLight --section WarpStateStats \
             --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
             --section LaunchStats --section Occupancy --section InstructionStats --section SourceCounters \

@@ -2,7 +2,7 @@
  * vattn_dev.cu — dev harness and benchmark driver for libverify_attn.so (llm.c style: one
  * program that checks, then times, every kernel variant on a chosen shape).
  *
- *   vattn_dev [--fp16] BS H Q_LEN PREFIX   per kernel variant (VATTN_VARIANT=3, 4): check vs the
+ *   vattn_dev [--fp16] BS H Q_LEN PREFIX   per kernel variant (VATTN_VARIANT=3, 7): check vs the
  *                                          reference on that shape, time it with its own split
  *                                          count and forced ones (VATTN_FORCE_NSPLIT)
  *   vattn_dev --bench                      issue 6's configs: the two ceilings measured by
@@ -324,9 +324,10 @@ static Problem with_ws(const Problem &P)
 }
 
 /* Kernel variants of the library (VATTN_VARIANT, see kernels/verify_attn.cu): v3 = 32 rows per
- * block with the 4-way k-split S reduction, v6 = 64 rows, pair-wise S reduction, lazy rescale
- * (kernels/vattn_fast6.cuh). v4 and v5 live in git history (docs/PERF.md has their figures). */
-static const int g_variants[] = {3, 6};
+ * block with the 4-way k-split S reduction, v7 = 64 rows in two independent groups of 32,
+ * pair-wise S reduction, lazy rescale with a reduction-free fast path (kernels/vattn_fast7.cuh).
+ * v4, v5 and v6 live in git history (docs/PERF.md has their figures). */
+static const int g_variants[] = {3, 7};
 
 static int dev_mode(int fp16, int bs, int H, int ql, int prefix)
 {
@@ -405,10 +406,9 @@ static int bench_mode(void)
         }
         unsetenv("VATTN_VARIANT");
         if (getenv("VATTN_BENCH_EXTRA")) {
-            /* dev-build knobs (library built with -DVATTN_DEV_MODES): timing only; v5's
-             * stage count / prefetch distance are checked too */
-            const char *knobs[][3] = {{"6", "VATTN_V6FLAGS", "0"}, {"6", "VATTN_V6FLAGS", "1"},
-                                      {"6", "VATTN_V6FLAGS", "3"}};
+            /* extra knobs, checked and timed: per-call env knobs of the library (a dev build,
+             * -DVATTN_DEV_MODES, may add kernel steps under measurement) */
+            const char *knobs[][3] = {{"7", "VATTN_FORCE_NSPLIT", "132"}};
             for (auto &k : knobs) {
                 setenv("VATTN_VARIANT", k[0], 1);
                 setenv(k[1], k[2], 1);

@@ -1,0 +1,456 @@
+/*
+ * vattn_fast7.cuh — v7, the fast verify-attention kernel for requests with more than 32
+ * (token, head) rows. Included by verify_attn.cu inside its anonymous namespace (it uses that
+ * file's helpers: ldmatrix / mma / cp.async wrappers, request and split ranges, slot ring,
+ * the P V / rescale / epilogue helpers shared with v3).
+ *
+ * Layout: 64 rows per block in two groups of 32 (group 0 = warps 0-3, group 1 = warps 4-7, so
+ * each scheduler holds one warp of each); 32-key KV tiles in 2 cp.async stages. Per group:
+ * S = Q K^T by warp (rs, kh) = (w & 1, w >> 1): rows 16 rs..+15 of the group, k-half kh (16
+ * latent k16 steps with Q in registers, 2 rope steps with Q from smem), all 32 keys; the two
+ * warps of a pair swap halves of their partials through smem (64-thread named barrier) and
+ * each finishes the softmax of 8 rows. O = P V: warp w owns output columns 128 w..+127 of the
+ * group's 32 rows (128 fp32 registers). The groups only meet at the KV stages: group 1 (which
+ * finishes with a stage last) refills it once the stage's "empty" mbarrier says group 0 is
+ * done with it, and its copies arrive on the stage's "full" mbarrier
+ * (cp.async.mbarrier.arrive.noinc), which both groups wait on. Warp 0 keeps the kv_indices
+ * ring and starts each tile's rows into L2 two tiles ahead. Fixed summation order
+ * everywhere: bitwise deterministic run to run.
+ *
+ * Softmax: lazy rescale (from v6): a row's reference max only moves when a tile exceeds it by
+ * more than 2^8 (log2 units: 8), so P <= 256 and alpha is exactly 1 on almost every tile; the
+ * group barrier that publishes P ORs "some alpha != 1" (bar.red.or) and O is rescaled only
+ * then. exp2 is ex2.approx.ftz (one MUFU op; P below 2^-126 flushes to 0, irrelevant next to
+ * the row max, which contributes exactly 1).
+ *
+ * KV stages are XOR-swizzled (see FastSmem7::kv): with v6's padded rows the cp.async copies
+ * cost 1.8x their ideal shared-memory wavefronts.
+ *
+ * Against v6 (every warp through the same block-wide phases; in git and docs/PERF.md):
+ * group-local barriers, one loader group on mbarriers instead of cp.async spread over the S
+ * loop, and the swizzle: 1.05-1.10x v6 on the 8 bench configs (docs/PERF.md). Measured and
+ * dropped: strictly alternating the groups' S phases (FlashAttention-3's ping-pong, two more
+ * named barriers) and a reduction-free softmax fast path, both within noise.
+ */
+
+constexpr int BM7 = 64;
+constexpr int KSTEPS7 = DV / 16 / 2;       /* 16 k16 steps of the 512 latent columns per k-half */
+constexpr int RSTEPS7 = (QK - DV) / 16 / 2; /* 2 k16 steps of the 64 rope columns per k-half */
+constexpr int QR_PITCH = QK - DV + 8;
+
+constexpr int IDX_RING = 8; /* raw kv_indices of tiles j+2, j+3 in flight (cp.async; 2 of 8 in use) */
+
+__device__ __forceinline__ void cp_async8(uint32_t dst, const void *src, int src_bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async4(uint32_t dst, const void *src, int src_bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+
+/* Warp 0, lane = key of tile `tile`: its raw kv_indices entry starts its way into
+ * sm.idx[buf][lane] (no register waits on it); past key_end nothing is read. */
+template <class Smem>
+__device__ __forceinline__ void vattn_idx_async(const VattnParams &p, Smem &sm, int buf, int64_t start,
+                                                int64_t key_begin, int tile, int64_t key_end, int lane)
+{
+    const int64_t key = key_begin + (int64_t)tile * BN + lane;
+    const bool in = key < key_end;
+    const uint32_t dst = smem_u32(&sm.idx[buf][lane]);
+    if (p.idx64)
+        cp_async8(dst, reinterpret_cast<const int64_t *>(p.indices) + (in ? start + key : 0), in ? 8 : 0);
+    else
+        cp_async4(dst, reinterpret_cast<const int32_t *>(p.indices) + (in ? start + key : 0), in ? 4 : 0);
+}
+
+/* P of block row `row`, key `col`, in the S-partial row of smem (see FastSmem7::red). */
+template <class Smem> __device__ __forceinline__ uint16_t *vattn_p7(Smem &sm, int row, int col)
+{
+    return reinterpret_cast<uint16_t *>(&sm.red[row][0]) + 8 * ((row >> 2) & 1) + col;
+}
+
+/* Slot of key `lane` of a tile from its landed raw index: -1 past key_end or outside the pool
+ * (which also marks the request bad). */
+template <class Smem>
+__device__ __forceinline__ int64_t vattn_idx_slot(const VattnParams &p, Smem &sm, int buf, int64_t key,
+                                                  int64_t key_end, int lane)
+{
+    int64_t v = p.idx64 ? sm.idx[buf][lane] : (int64_t)(int32_t)sm.idx[buf][lane];
+    if (key >= key_end)
+        return -1;
+    if (v < 0 || v >= p.num_slots) {
+        sm.bad = 1;
+        return -1;
+    }
+    return v;
+}
+
+__device__ __forceinline__ void vattn_prefetch_row_l2(const VattnParams &p, int64_t slot)
+{
+    if (slot < 0)
+        return;
+    const char *row = reinterpret_cast<const char *>(p.kv + slot * p.kv_stride);
+#pragma unroll
+    for (int ln = 0; ln < QK * 2 / 128 + 1; ln++)
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(row + min(ln * 128, QK * 2 - 1)));
+}
+
+constexpr float VATTN_LAZY_TH = 8.0f; /* log2 of the largest P value allowed before a rescale */
+
+__device__ __forceinline__ float vattn_ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+struct FastSmem7 {
+    /* 2 stages (full / empty mbarriers below), rows of 1152 B without padding: the 16-byte
+     * chunk c of row r sits at chunk c ^ (r & 7) (v7_swz). Rows stay 128-byte aligned, so the
+     * cp.async copies of a row fill whole 128-byte lines (with v6's 1168-byte padded pitch
+     * they cost 1.8x their ideal smem wavefronts: 15 % of the kernel's total), and the 8 rows
+     * of every ldmatrix still land on 8 distinct bank groups. */
+    uint16_t kv[2][BN][QK];
+    /* Row r: the S partial written by the warp of the pair that does not finish row r (fp32),
+     * then, once the finishing warp has read it, P (input dtype, A operand of O += P V) in
+     * bytes 16*((r>>2)&1) .. +64 of the same row (the shift keeps the 160-byte row pitch
+     * conflict-free for ldmatrix). A row is only touched by its own warp pair and, after the
+     * group barrier, by the P V warps of its group. */
+    float red[BM7][RED_PITCH];
+    uint16_t qr[BM7][QR_PITCH];   /* Q rope columns (512..575): read by ldmatrix, saves 8 regs */
+    float alpha[BM7], m[BM7], l[BM7]; /* m, l: final values only, for the epilogue */
+    int64_t slots[4][BN];         /* slot ring (warp 0 writes tile j+2 during tile j) */
+    int64_t idx[IDX_RING][BN];    /* raw kv_indices in flight */
+    int64_t ibase;                /* kv_indices position of the split's first key (warp 0's) */
+    uint64_t full[2];             /* stage landed: 128 asynchronous arrivals (group 1's copies) */
+    uint64_t empty[2];            /* group 0 done with the stage: 4 arrivals (one per warp) */
+    int bad;
+};
+
+/* Named barriers (0 = __syncthreads), all of 128 threads (one group) except the pair's 64 */
+enum {
+    V7_BAR_PAIR = 1,    /* + 16-row group rg (0..3): the S partial swap of a warp pair */
+    V7_BAR_PUBLISH = 5, /* + group: P (and alpha) of the group's 32 rows written */
+    V7_BAR_TOP = 7,     /* + group: the group's P V of the previous tile done (red, alpha free) */
+    V7_BAR_G1 = 9       /* group 1 done reading a stage before it refills it */
+};
+
+__device__ __forceinline__ void bar_sync_named(int id, int nthreads)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(nthreads) : "memory");
+}
+
+/* bar.red.or over a named barrier: 1 if any participating thread passes a non-zero cond. */
+__device__ __forceinline__ int bar_red_or_named(int id, int nthreads, int cond)
+{
+    int r;
+    asm volatile("{\n .reg .pred c, q;\n setp.ne.s32 c, %1, 0;\n bar.red.or.pred q, %2, %3, c;\n"
+                 " selp.s32 %0, 1, 0, q;\n}\n"
+                 : "=r"(r)
+                 : "r"(cond), "r"(id), "r"(nthreads)
+                 : "memory");
+    return r;
+}
+
+__device__ __forceinline__ void mbar_init(uint64_t *bar, int count)
+{
+    asm volatile("mbarrier.init.shared.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint64_t *bar)
+{
+    asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared.b64 st, [%0];\n}\n" ::"r"(smem_u32(bar)) : "memory");
+}
+
+/* The mbarrier fires once every earlier cp.async of this thread has landed. */
+__device__ __forceinline__ void mbar_cp_async_arrive(uint64_t *bar)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+
+/* Waits until the phase with this parity has completed (acquire: its writes are visible). */
+__device__ __forceinline__ void mbar_wait(uint64_t *bar, int parity)
+{
+    const uint32_t a = smem_u32(bar);
+    uint32_t done;
+    do {
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared.b64 p, [%1], %2;\n"
+                     " selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(a), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+
+/* Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled KV stage. */
+__device__ __forceinline__ uint32_t v7_swz(int row, int chunk)
+{
+    return (uint32_t)(row * (QK * 2) + ((chunk ^ (row & 7)) << 4));
+}
+
+/* This lane's 4 ldmatrix base addresses for a sweep over 16-byte chunks c0 + 2 s (s = 0, 1,
+ * ...) of rows with r & 7 = r7, where c0 = 8 a + b (b = 0 or 1): with q = s & 3, chunk
+ * (c0 + 2 s) ^ r7 = 8 (a + (s >> 2)) + (b ^ (r7 & 1)) + 2 (q ^ (r7 >> 1)), so step s reads
+ * base[s & 3] + 128 (s >> 2): immediate offsets only, as without the swizzle. */
+__device__ __forceinline__ void v7_sweep_bases(uint32_t row_addr, int a, int b, int r7, uint32_t (&base)[4])
+{
+#pragma unroll
+    for (int q = 0; q < 4; q++)
+        base[q] = row_addr + ((8 * a + (b ^ (r7 & 1)) + 2 * (q ^ (r7 >> 1))) << 4);
+}
+
+/* Group 1 (t = tid - 128): rows t >> 3 and +16 of tile `tile`, chunks (t & 7) + 8 i (stored
+ * at 8 i + ((t & 7) ^ (row & 7)): the same immediate offsets for every i). */
+__device__ __forceinline__ void v7_load_tile(const VattnParams &p, FastSmem7 &sm, int stage, int tile, int t)
+{
+    const int c0 = t & 7;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int row = (t >> 3) + 16 * h;
+        const int64_t slot = sm.slots[tile & 3][row];
+        const uint16_t *src = (slot >= 0 ? p.kv + slot * p.kv_stride : p.kv) + c0 * 8;
+        const int n = slot >= 0 ? 16 : 0;
+        const uint32_t dst = smem_u32(&sm.kv[stage][0][0]) + v7_swz(row, c0);
+#pragma unroll
+        for (int i = 0; i < CHUNKS_PER_ROW / 8; i++)
+            cp_async16(dst + i * 128, src + i * 64, n);
+    }
+    mbar_cp_async_arrive(&sm.full[stage]);
+}
+
+template <int FP16>
+__global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
+{
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    FastSmem7 &sm = *reinterpret_cast<FastSmem7 *>(smem_raw);
+    const int mc = blockIdx.x, sp = blockIdx.y, b = blockIdx.z;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int grp = warp >> 2, w4 = warp & 3;
+    const int rg = grp * 2 + (w4 & 1), kh = w4 >> 1; /* S role: 16-row group of the block, k-half */
+    const VattnBlockKeys bk = vattn_block_keys(p, b, sp);
+    const int64_t start = bk.start, prefix = bk.prefix, key_begin = bk.key_begin, key_end = bk.key_end;
+    const int ntiles = bk.ntiles;
+    const bool ok = bk.ok;
+    /* In the loop, key positions relative to the split's first key, in 32 bits (the kernel sits
+     * at the 255-register limit; 64-bit limits made ptxas spill on sm_120). Exact: kv_indptr is
+     * int32, so 0 <= rel_end < 2^31, and rel_pre >= rel_end - q_len (the prefix ends q_len keys
+     * before the request does), so the tile-relative limits stay in [-(q_len + BN), 2^31). */
+    const int rel_end = (int)(key_end - key_begin), rel_pre = (int)(prefix - key_begin);
+
+    if (tid == 0) {
+        sm.bad = !ok;
+        sm.ibase = start + key_begin;
+        mbar_init(&sm.full[0], 128);
+        mbar_init(&sm.full[1], 128);
+        mbar_init(&sm.empty[0], 4);
+        mbar_init(&sm.empty[1], 4);
+    }
+#pragma unroll
+    for (int k = 0; k < BM7 * 8 / NTHREADS; k++) { /* Q rope: 64 rows x 8 chunks of 16 B */
+        const int c = tid + k * NTHREADS, row = c >> 3, col = (c & 7) * 8, r = mc * BM7 + row;
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (r < p.M)
+            v = *reinterpret_cast<const uint4 *>(p.q + ((int64_t)b * p.q_len + r / p.H) * p.q_st +
+                                                 (r % p.H) * p.q_sh + DV + col);
+        *reinterpret_cast<uint4 *>(&sm.qr[row][col]) = v;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        sm.slots[0][lane] = vattn_ring_slot(p, sm, start, key_begin + lane, key_end);
+        sm.slots[1][lane] = vattn_ring_slot(p, sm, start, key_begin + BN + lane, key_end);
+        vattn_idx_async(p, sm, 2, start, key_begin, 2, key_end, lane);
+        cp_async_commit();
+    }
+    __syncthreads(); /* slots of tiles 0, 1 and the mbarrier inits visible */
+    if (grp == 1) {
+        if (ntiles > 0)
+            v7_load_tile(p, sm, 0, 0, tid - 128);
+        if (ntiles > 1)
+            v7_load_tile(p, sm, 1, 1, tid - 128);
+    }
+
+    /* Q fragments: rows rg*16 + g (+8), columns kh*256 + ks*16 + (2*t4 | 2*t4+8) */
+    uint32_t qf[KSTEPS7][4];
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        const int r = mc * BM7 + rg * 16 + g + hr * 8;
+        const uint32_t *src = nullptr;
+        if (r < p.M)
+            src = reinterpret_cast<const uint32_t *>(p.q + ((int64_t)b * p.q_len + r / p.H) * p.q_st +
+                                                     (r % p.H) * p.q_sh + kh * (KSTEPS7 * 16));
+#pragma unroll
+        for (int ks = 0; ks < KSTEPS7; ks++) {
+            qf[ks][hr] = src ? src[ks * 8 + t4] : 0u;
+            qf[ks][hr + 2] = src ? src[ks * 8 + 4 + t4] : 0u;
+        }
+    }
+
+    float oacc[2][16][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 16; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                oacc[mt][nt][e] = 0.0f;
+    /* this lane finishes row Rw of the softmax (kh = 0: rows rg*16 + g, kh = 1: + 8) */
+    const int Rw = rg * 16 + kh * 8 + g, Rp = rg * 16 + (1 - kh) * 8 + g;
+    float m_run = -INFINITY, l_run = 0.0f;
+
+    for (int j = 0; j < ntiles; j++) {
+        const int stage = j & 1;
+        if (j > 0)
+            bar_sync_named(V7_BAR_TOP + grp, 128); /* the group's P V(j-1) done: red, alpha free */
+        if (grp == 0) {
+            if (warp == 0) {
+                /* indices of tile j+2 landed: range-checked into the slot ring (group 1 copies
+                 * the tile after its P V of tile j) and its rows start into L2; tile j+3's
+                 * indices are requested */
+                cp_async_wait_all();
+                const int64_t s2 =
+                    vattn_idx_slot(p, sm, (j + 2) % IDX_RING, lane + (int64_t)(j + 2) * BN, rel_end, lane);
+                sm.slots[(j + 2) & 3][lane] = s2;
+                vattn_prefetch_row_l2(p, s2);
+                vattn_idx_async(p, sm, (j + 3) % IDX_RING, sm.ibase, 0, j + 3, rel_end, lane);
+                cp_async_commit();
+            }
+        }
+        mbar_wait(&sm.full[stage], (j >> 1) & 1);
+
+        /* S (partial over this warp's k-half) = Q[16 rows] . K[32 keys]^T, K fragments of
+         * k step s+1 loaded before the MMAs of step s */
+        float sacc[4][4];
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                sacc[nt][e] = 0.0f;
+        /* lane's K row (lane & 7) + 8 (lane >> 4) (+16 for the second ldmatrix), chunks
+         * 32 kh + ((lane >> 3) & 1) + 2 ks */
+        const int krow = (lane & 7) + ((lane >> 4) << 3);
+        const uint32_t krow_addr = smem_u32(&sm.kv[stage][krow][0]);
+        uint32_t kb[4];
+        v7_sweep_bases(krow_addr, 4 * kh, (lane >> 3) & 1, lane & 7, kb);
+        constexpr int K16 = 16 * QK * 2; /* keys 16..31 */
+        uint32_t kf[2][8];
+        ldsm_x4(kb[0], kf[0][0], kf[0][1], kf[0][2], kf[0][3]);
+        ldsm_x4(kb[0] + K16, kf[0][4], kf[0][5], kf[0][6], kf[0][7]);
+#pragma unroll
+        for (int ks = 0; ks < KSTEPS7; ks++) {
+            const int cb = ks & 1;
+            if (ks + 1 < KSTEPS7) {
+                const uint32_t ka = kb[(ks + 1) & 3] + ((ks + 1) >> 2) * 128;
+                ldsm_x4(ka, kf[cb ^ 1][0], kf[cb ^ 1][1], kf[cb ^ 1][2], kf[cb ^ 1][3]);
+                ldsm_x4(ka + K16, kf[cb ^ 1][4], kf[cb ^ 1][5], kf[cb ^ 1][6], kf[cb ^ 1][7]);
+            }
+            mma16816<FP16>(sacc[0], qf[ks], kf[cb][0], kf[cb][1]);
+            mma16816<FP16>(sacc[1], qf[ks], kf[cb][2], kf[cb][3]);
+            mma16816<FP16>(sacc[2], qf[ks], kf[cb][4], kf[cb][5]);
+            mma16816<FP16>(sacc[3], qf[ks], kf[cb][6], kf[cb][7]);
+        }
+#pragma unroll
+        for (int ks = 0; ks < RSTEPS7; ks++) {
+            uint32_t a[4], b0, b1, b2, b3, c0, c1, c2, c3;
+            ldsm_x4(smem_u32(&sm.qr[rg * 16 + (lane & 7) + ((lane >> 3) & 1) * 8]
+                                   [(kh * RSTEPS7 + ks) * 16 + (lane >> 4) * 8]),
+                    a[0], a[1], a[2], a[3]);
+            /* rope chunks 64 + 2 (kh RSTEPS7 + ks) + ((lane >> 3) & 1) */
+            const uint32_t kr =
+                krow_addr + (((DV / 8 + 2 * (kh * RSTEPS7 + ks) + ((lane >> 3) & 1)) ^ (lane & 7)) << 4);
+            ldsm_x4(kr, b0, b1, b2, b3);
+            ldsm_x4(kr + K16, c0, c1, c2, c3);
+            mma16816<FP16>(sacc[0], a, b0, b1);
+            mma16816<FP16>(sacc[1], a, b2, b3);
+            mma16816<FP16>(sacc[2], a, c0, c1);
+            mma16816<FP16>(sacc[3], a, c2, c3);
+        }
+        /* swap halves with the partner warp: each keeps the row it finishes */
+        float s[4][2];
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++) {
+            const float2 give = kh ? make_float2(sacc[nt][0], sacc[nt][1]) : make_float2(sacc[nt][2], sacc[nt][3]);
+            s[nt][0] = kh ? sacc[nt][2] : sacc[nt][0];
+            s[nt][1] = kh ? sacc[nt][3] : sacc[nt][1];
+            *reinterpret_cast<float2 *>(&sm.red[Rp][nt * 8 + 2 * t4]) = give;
+        }
+        bar_sync_named(V7_BAR_PAIR + rg, 64);
+        const int lim_end = rel_end - j * BN, lim_pre = rel_pre - j * BN; /* tile-relative */
+        const bool all_vis = BN <= lim_pre && BN <= lim_end;
+        float mx = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++) {
+            const float2 o = *reinterpret_cast<const float2 *>(&sm.red[Rw][nt * 8 + 2 * t4]);
+            s[nt][0] = (s[nt][0] + o.x) * p.scale_log2;
+            s[nt][1] = (s[nt][1] + o.y) * p.scale_log2;
+            if (!all_vis) {
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int kk = nt * 8 + 2 * t4 + e;
+                    bool vis = kk < lim_end;
+                    if (vis && kk >= lim_pre) {
+                        const int r = mc * BM7 + Rw;
+                        vis = vattn_visible(p, b, r < p.M ? r / p.H : 0, kk - lim_pre);
+                    }
+                    if (!vis)
+                        s[nt][e] = -INFINITY;
+                }
+            }
+            mx = fmaxf(mx, fmaxf(s[nt][0], s[nt][1]));
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        /* lazy rescale: the reference max moves only when the tile exceeds it by 2^8 */
+        const bool move = mx - m_run > VATTN_LAZY_TH;
+        const float m_new = move ? mx : m_run;
+        const float mu = m_new == -INFINITY ? 0.0f : m_new;
+        const float alpha = move ? vattn_ex2(m_run - mu) : 1.0f;
+        float rs = 0.0f;
+        __syncwarp(); /* all partial reads of row Rw done before P overwrites it */
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++) {
+            const float e0 = vattn_ex2(s[nt][0] - mu), e1 = vattn_ex2(s[nt][1] - mu);
+            rs += e0 + e1;
+            *reinterpret_cast<uint32_t *>(vattn_p7(sm, Rw, nt * 8 + 2 * t4)) = vattn_pack2<FP16>(e0, e1);
+        }
+        rs += __shfl_xor_sync(0xffffffffu, rs, 1);
+        rs += __shfl_xor_sync(0xffffffffu, rs, 2);
+        l_run = l_run * alpha + rs;
+        m_run = m_new;
+        if (t4 == 0)
+            sm.alpha[Rw] = alpha;
+        /* P and alpha of the group's 32 rows visible; does any of them need O rescaled? */
+        if (bar_red_or_named(V7_BAR_PUBLISH + grp, 128, alpha != 1.0f))
+            vattn_rescale_o<2, 16>(oacc, sm.alpha, grp * 32, lane);
+
+        /* O[group rows, warp's 128 cols] += P . V (rescaled above) */
+        {
+            /* V rows kk*16 + (lane & 7) (+8 for lanes 8-15, 24-31), chunks 16 w4 + (lane >> 4) + 2 np */
+            uint32_t vb[4];
+            v7_sweep_bases(smem_u32(&sm.kv[stage][(lane & 7) + ((lane >> 3) & 1) * 8][0]), 2 * w4, lane >> 4,
+                           lane & 7, vb);
+            vattn_pv_tile<FP16, 2, 16>(
+                oacc, [&](int row, int col) { return smem_u32(vattn_p7(sm, row, col)); },
+                [&](int kk, int np) { return vb[np & 3] + (np >> 2) * 128 + kk * (16 * QK * 2); }, grp * 32, lane);
+        }
+
+        if (grp == 0) {
+            __syncwarp(); /* the warp's reads of the stage are done */
+            if (lane == 0)
+                mbar_arrive(&sm.empty[stage]);
+        } else if (j + 2 < ntiles) {
+            bar_sync_named(V7_BAR_G1, 128);                 /* group 1's reads of the stage done */
+            mbar_wait(&sm.empty[stage], (j >> 1) & 1);      /* group 0's too */
+            v7_load_tile(p, sm, stage, j + 2, tid - 128);
+        }
+    }
+    if (t4 == 0) {
+        sm.m[Rw] = m_run;
+        sm.l[Rw] = l_run;
+    }
+    cp_async_wait_all(); /* warp 0's index copies past the last tile */
+    __syncthreads();     /* final m, l, bad visible to every thread */
+    vattn_fast_epilogue<FP16, 2, 16>(p, sm.m, sm.l, sm.bad != 0, oacc, BM7, grp * 32, w4 * 128, mc, sp, b, lane,
+                                     tid);
+}

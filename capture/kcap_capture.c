@@ -10,6 +10,7 @@
  * this file knows nothing of tensor shapes beyond a sanity check of the args struct.
  */
 #include "kcap_cap.h"
+#include "kcap_budget.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -33,10 +34,8 @@ static kcap_config g_cfg;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static atomic_int g_mode;
 static atomic_ullong g_seq;       /* calls seen while active */
-static atomic_ullong g_reserved;  /* snapshots reserved against KCAP_MAX */
-static atomic_ullong g_arm_left;  /* snapshots left in the current arming (dormant mode) */
+static kcap_budget g_budget;      /* KCAP_MAX and the current arming's count (kcap_budget.h) */
 static atomic_int g_stopped;      /* capture stopped for good */
-static atomic_int g_arm_counting;  /* snapshots are limited by `kcap arm --count` */
 static atomic_int g_child_restart; /* a forked child must restart its arming watcher */
 static _Thread_local int t_busy;  /* recursion guard: a capture in progress on this thread */
 /* errno as the host must see it: its value before the call until the real function has run,
@@ -153,14 +152,17 @@ static void kcap_fork_child(void)
     kcap_gpu_atfork_child();
     memset(&kcap_g_stats, 0, sizeof kcap_g_stats);
     atomic_store(&g_seq, 0);
-    atomic_store(&g_reserved, 0);
+    const int counting = atomic_load(&g_budget.arm_counting);
+    kcap_budget_reset(&g_budget); /* the parent's snapshots in flight are not the child's */
+    g_budget.max = g_cfg.max;
+    atomic_store(&g_budget.arm_counting, counting);
     atomic_store(&g_exit_done, 0);
     int m = atomic_load(&g_mode);
     if (m == KCAP_M_OFF)
         return;
     if (g_cfg.dormant || !g_cfg.fork_follow) {
-        atomic_store(&g_arm_left, 0);
-        atomic_store(&g_arm_counting, 1);
+        kcap_budget_arm(&g_budget, 0);
+        atomic_store(&g_budget.arm_counting, 1);
         kcap_set_mode(KCAP_M_DORMANT);
         /* the watcher is restarted lazily by the child's first verify call */
         atomic_store(&g_child_restart, 1);
@@ -198,8 +200,9 @@ static void kcap_do_init(void)
     }
     pthread_atfork(kcap_fork_prepare, kcap_fork_parent, kcap_fork_child);
     kcap_register_atexit();
+    g_budget.max = g_cfg.max;
     if (g_cfg.dormant) {
-        atomic_store(&g_arm_counting, 1);
+        atomic_store(&g_budget.arm_counting, 1);
         kcap_set_mode(KCAP_M_DORMANT);
         kcap_arm_start(g_cfg.dir);
         kcap_log(KCAP_LOG_INFO, "dormant; arm with: kcap arm %ld", (long)getpid());
@@ -232,11 +235,11 @@ void kcap_arm_request(uint64_t count, int off)
         return;
     }
     if (off) {
-        atomic_store(&g_arm_left, 0);
+        kcap_budget_arm(&g_budget, 0);
         kcap_set_mode(KCAP_M_DORMANT);
         kcap_log(KCAP_LOG_INFO, "disarmed");
     } else {
-        atomic_store(&g_arm_left, count ? count : 1);
+        kcap_budget_arm(&g_budget, count ? count : 1);
         kcap_set_mode(KCAP_M_ACTIVE);
         kcap_log(KCAP_LOG_INFO, "armed for %llu snapshots", (unsigned long long)(count ? count : 1));
     }
@@ -336,39 +339,33 @@ void kcap_fill_meta(kcap_slot *sl, kcap_meta *m, uint64_t seq, kcap_devctx *dc)
         snprintf(m->device_name, sizeof m->device_name, "cpu");
 }
 
+/* A verdict of the budget that changes the mode: KCAP_MAX committed (capture off for good),
+ * or the arming used up with nothing in flight (back to dormant, unless re-armed meanwhile). */
+static void kcap_budget_apply(int verdict)
+{
+    if (verdict == KCAP_BUDGET_MAX_DONE) {
+        kcap_log_once(&g_log_max, KCAP_LOG_INFO, "KCAP_MAX=%llu snapshots reached; capture off",
+                      (unsigned long long)g_cfg.max);
+        kcap_set_mode(KCAP_M_OFF);
+    } else if (verdict == KCAP_BUDGET_ARM_DONE) {
+        pthread_mutex_lock(&g_arm_lock);
+        if (!atomic_load(&g_budget.arm_left) && atomic_load(&g_mode) == KCAP_M_ACTIVE)
+            kcap_set_mode(KCAP_M_DORMANT);
+        pthread_mutex_unlock(&g_arm_lock);
+    }
+}
+
 /* How many more snapshots the device may take on its own (graph replays): what the host
  * configuration still allows; 0 when not capturing. Polled by the GPU drainer thread. */
 unsigned int kcap_device_budget(void)
 {
     if (atomic_load(&g_mode) != KCAP_M_ACTIVE)
         return 0;
-    unsigned long long left = 1u << 30;
-    if (atomic_load(&g_arm_counting) && atomic_load(&g_arm_left) < left)
-        left = atomic_load(&g_arm_left);
-    if (g_cfg.max) {
-        unsigned long long r = atomic_load(&g_reserved);
-        unsigned long long m = r >= g_cfg.max ? 0 : g_cfg.max - r;
-        if (m < left)
-            left = m;
-    }
-    return (unsigned int)left;
+    return (unsigned int)kcap_budget_left(&g_budget);
 }
 
 /* A snapshot taken by the device at a graph replay: account it like an eager one. */
-void kcap_graph_snapshot_taken(void)
-{
-    if (g_cfg.max && atomic_fetch_add(&g_reserved, 1) + 1 >= g_cfg.max)
-        kcap_set_mode(KCAP_M_OFF);
-    if (atomic_load(&g_arm_counting)) {
-        unsigned long long left = atomic_load(&g_arm_left);
-        while (left && !atomic_compare_exchange_weak(&g_arm_left, &left, left - 1))
-            ;
-        pthread_mutex_lock(&g_arm_lock);
-        if (!atomic_load(&g_arm_left) && atomic_load(&g_mode) == KCAP_M_ACTIVE)
-            kcap_set_mode(KCAP_M_DORMANT);
-        pthread_mutex_unlock(&g_arm_lock);
-    }
-}
+void kcap_graph_snapshot_taken(void) { kcap_budget_apply(kcap_budget_device(&g_budget)); }
 
 /* Graph captures open in this process (cudaStreamBeginCapture/EndCapture interposed): while
  * any is open, calls take the slow path even when dormant, to install their graph nodes. */
@@ -421,46 +418,21 @@ static int kcap_graph_only(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *
 /* one call                                                                              */
 
 /* Give back a KCAP_MAX / arming reservation that did not turn into a snapshot. */
-static void kcap_unreserve(void)
-{
-    if (g_cfg.max)
-        atomic_fetch_sub(&g_reserved, 1);
-    if (atomic_load(&g_arm_counting))
-        atomic_fetch_add(&g_arm_left, 1);
-}
+static void kcap_unreserve(void) { kcap_budget_release(&g_budget); }
 
-/* Take a reservation; 0 when capture must end (KCAP_MAX reached / arming used up). */
+/* Take a reservation; 0 when this call must not be captured (a limit is reached, or its last
+ * units are still in flight). */
 static int kcap_reserve(void)
 {
-    if (g_cfg.max && atomic_fetch_add(&g_reserved, 1) >= g_cfg.max) {
-        atomic_fetch_sub(&g_reserved, 1);
-        kcap_log_once(&g_log_max, KCAP_LOG_INFO, "KCAP_MAX=%llu snapshots reached; capture off",
-                      (unsigned long long)g_cfg.max);
-        kcap_set_mode(KCAP_M_OFF);
-        return 0;
-    }
-    if (atomic_load(&g_arm_counting)) {
-        unsigned long long left = atomic_load(&g_arm_left);
-        while (left && !atomic_compare_exchange_weak(&g_arm_left, &left, left - 1))
-            ;
-        if (!left) {
-            if (g_cfg.max)
-                atomic_fetch_sub(&g_reserved, 1);
-            pthread_mutex_lock(&g_arm_lock);
-            if (!atomic_load(&g_arm_left) && atomic_load(&g_mode) == KCAP_M_ACTIVE)
-                kcap_set_mode(KCAP_M_DORMANT);
-            pthread_mutex_unlock(&g_arm_lock);
-            return 0;
-        }
-        if (left == 1) { /* that was the last one: back to dormant for the next calls */
-            pthread_mutex_lock(&g_arm_lock);
-            if (!atomic_load(&g_arm_left) && atomic_load(&g_mode) == KCAP_M_ACTIVE)
-                kcap_set_mode(KCAP_M_DORMANT);
-            pthread_mutex_unlock(&g_arm_lock);
-        }
-    }
-    return 1;
+    int v = kcap_budget_reserve(&g_budget);
+    if (v == KCAP_BUDGET_TAKEN)
+        return 1;
+    kcap_budget_apply(v);
+    return 0;
 }
+
+/* The reservation became a snapshot (queued for writing, or staged on the device). */
+static void kcap_commit(void) { kcap_budget_apply(kcap_budget_commit(&g_budget)); }
 
 /* Would this snapshot break KCAP_MAX_BYTES? Reserves the bytes when it fits. */
 static int kcap_bytes_fit(size_t n)
@@ -521,6 +493,8 @@ static int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args 
                 kcap_dev_pop(&dc, saved_ctx);
                 if (h < 0 || h == 2) /* dropped, or graph nodes (the device counts those) */
                     kcap_unreserve();
+                else
+                    kcap_commit(); /* staged on the device */
                 return status;
             }
             if (capturing) {
@@ -610,6 +584,7 @@ static int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args 
         return status;
     }
     atomic_fetch_add(&kcap_g_stats.captured, 1);
+    kcap_commit();
     return status;
 }
 

@@ -9,8 +9,8 @@
  * S = Q K^T by warp (rs, kh) = (w & 1, w >> 1): rows 16 rs..+15 of the group, k-half kh (16
  * latent k16 steps with Q in registers, 2 rope steps with Q from smem), all 32 keys; the two
  * warps of a pair swap halves of their partials through smem (64-thread named barrier) and
- * each finishes the softmax of 8 rows. O = P V: warp w owns output columns 128 w..+127 of the
- * group's 32 rows (128 fp32 registers). The groups only meet at the KV stages: group 1 (which
+ * each finishes the softmax of 8 rows. O = P V: warp w owns output columns 128 (w & 3)..+127 of
+ * the group's 32 rows (128 fp32 registers). The groups only meet at the KV stages: group 1 (which
  * finishes with a stage last) refills it once the stage's "empty" mbarrier says group 0 is
  * done with it, and its copies arrive on the stage's "full" mbarrier
  * (cp.async.mbarrier.arrive.noinc), which both groups wait on. Warp 0 keeps the kv_indices
@@ -28,7 +28,7 @@
  *
  * Against v6 (every warp through the same block-wide phases; in git and docs/PERF.md):
  * group-local barriers, one loader group on mbarriers instead of cp.async spread over the S
- * loop, and the swizzle: 1.05-1.10x v6 on the 8 bench configs (docs/PERF.md). Measured and
+ * loop, and the swizzle: 1.05-1.07x v6 on the 8 bench configs (docs/PERF.md). Measured and
  * dropped: strictly alternating the groups' S phases (FlashAttention-3's ping-pong, two more
  * named barriers) and a reduction-free softmax fast path, both within noise.
  */
@@ -124,7 +124,7 @@ struct FastSmem7 {
     int64_t idx[IDX_RING][BN];    /* raw kv_indices in flight */
     int64_t ibase;                /* kv_indices position of the split's first key (warp 0's) */
     uint64_t full[2];             /* stage landed: 128 asynchronous arrivals (group 1's copies) */
-    uint64_t empty[2];            /* group 0 done with the stage: 4 arrivals (one per warp) */
+    uint64_t empty[2];            /* group 0 done with the stage: 128 arrivals */
     int bad;
 };
 
@@ -237,15 +237,15 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
      * at the 255-register limit; 64-bit limits made ptxas spill on sm_120). Exact: kv_indptr is
      * int32, so 0 <= rel_end < 2^31, and rel_pre >= rel_end - q_len (the prefix ends q_len keys
      * before the request does), so the tile-relative limits stay in [-(q_len + BN), 2^31). */
-    const int rel_end = (int)(key_end - key_begin), rel_pre = (int)(prefix - key_begin);
+    const int rel_end = (int)(key_end - key_begin), rel_pre = ok ? (int)(prefix - key_begin) : 0;
 
     if (tid == 0) {
         sm.bad = !ok;
         sm.ibase = start + key_begin;
         mbar_init(&sm.full[0], 128);
         mbar_init(&sm.full[1], 128);
-        mbar_init(&sm.empty[0], 4);
-        mbar_init(&sm.empty[1], 4);
+        mbar_init(&sm.empty[0], 128);
+        mbar_init(&sm.empty[1], 128);
     }
 #pragma unroll
     for (int k = 0; k < BM7 * 8 / NTHREADS; k++) { /* Q rope: 64 rows x 8 chunks of 16 B */
@@ -436,9 +436,10 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
         }
 
         if (grp == 0) {
-            __syncwarp(); /* the warp's reads of the stage are done */
-            if (lane == 0)
-                mbar_arrive(&sm.empty[stage]);
+            /* every thread arrives for its own reads of the stage (one lane per warp after a
+             * __syncwarp is enough under the PTX memory model, but compute-sanitizer racecheck
+             * cannot see that ordering and reports every stage as a hazard) */
+            mbar_arrive(&sm.empty[stage]);
         } else if (j + 2 < ntiles) {
             bar_sync_named(V7_BAR_G1, 128);                 /* group 1's reads of the stage done */
             mbar_wait(&sm.empty[stage], (j >> 1) & 1);      /* group 0's too */
@@ -451,6 +452,7 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
     }
     cp_async_wait_all(); /* warp 0's index copies past the last tile */
     __syncthreads();     /* final m, l, bad visible to every thread */
+    /* lse / (m, l) of each row by a thread of the row's own group (warps 0 and 4) */
     vattn_fast_epilogue<FP16, 2, 16>(p, sm.m, sm.l, sm.bad != 0, oacc, BM7, grp * 32, w4 * 128, mc, sp, b, lane,
-                                     tid);
+                                     w4 == 0 ? grp * 32 + lane : -1);
 }

@@ -8,7 +8,7 @@
  *   vattn_fast7_kernel    v7 (vattn_fast7.cuh), the fast kernel (vattn_verify) when a request
  *                         has > 32 (token, head) rows: 64 rows per block in two independent
  *                         groups of 32, same tiles and split-K as v3 below, S reduced between
- *                         warp pairs, lazy rescale with a reduction-free softmax fast path.
+ *                         warp pairs, lazy rescale, XOR-swizzled KV stages on mbarriers.
  *   vattn_fast_kernel     v3, the fast kernel for <= 32 rows (VATTN_VARIANT=3|7 forces one;
  *                         dev knob), flash-decode split-K: a block owns
  *                         32 (token, head) rows of one request and one contiguous range of its
@@ -387,13 +387,14 @@ __device__ __forceinline__ void vattn_pv_tile(float (&oacc)[MT][NT][4], PAddr pa
 }
 
 /* Epilogue of the fast kernels (bm rows per block; this warp holds MT m16 tiles from block
- * row row0 and NT n8 tiles from output column col0): with one split, O / l and lse straight to the outputs;
- * else the split's unnormalised O and (m, l) for the combine kernel (NaN m marks a bad
- * request). m, l: the rows' final softmax state (m in log2 units). */
+ * row row0 and NT n8 tiles from output column col0; this thread writes lse or (m, l) of block
+ * row srow, none when -1): with one split, O / l and lse straight to the outputs; else the
+ * split's unnormalised O and (m, l) for the combine kernel (NaN m marks a bad request).
+ * m, l: the rows' final softmax state (m in log2 units). */
 template <int FP16, int MT, int NT>
 __device__ __forceinline__ void vattn_fast_epilogue(const VattnParams &p, const float *m, const float *l,
                                                     bool nan_out, float (&oacc)[MT][NT][4], int bm, int row0,
-                                                    int col0, int mc, int sp, int b, int lane, int tid)
+                                                    int col0, int mc, int sp, int b, int lane, int srow)
 {
     const int g = lane >> 2, t4 = lane & 3;
     if (p.nsplit == 1) {
@@ -414,12 +415,12 @@ __device__ __forceinline__ void vattn_fast_epilogue(const VattnParams &p, const 
                     *reinterpret_cast<uint32_t *>(o + nt * 8) = vattn_pack2<FP16>(v0, v1);
                 }
             }
-        if (p.lse && tid < bm) {
-            const int r = mc * bm + tid;
+        if (p.lse && srow >= 0) {
+            const int r = mc * bm + srow;
             if (r < p.M) {
                 const float v = nan_out ? NAN
-                                : l[tid] == 0.0f ? -INFINITY
-                                                 : (m[tid] + log2f(l[tid])) * 0.69314718055994531f;
+                                : l[srow] == 0.0f ? -INFINITY
+                                                  : (m[srow] + log2f(l[srow])) * 0.69314718055994531f;
                 p.lse[((int64_t)b * p.q_len + r / p.H) * p.H + r % p.H] = v;
             }
         }
@@ -436,8 +437,8 @@ __device__ __forceinline__ void vattn_fast_epilogue(const VattnParams &p, const 
             for (int nt = 0; nt < NT; nt++)
                 *reinterpret_cast<float2 *>(o + nt * 8) = make_float2(oacc[mt][nt][2 * hr], oacc[mt][nt][2 * hr + 1]);
         }
-    if (tid < bm)
-        p.ws_ml[pbase + tid] = make_float2(nan_out ? NAN : m[tid], l[tid]);
+    if (srow >= 0)
+        p.ws_ml[pbase + srow] = make_float2(nan_out ? NAN : m[srow], l[srow]);
 }
 
 template <int FP16>
@@ -620,7 +621,7 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast_kernel(VattnParams p)
     __syncthreads(); /* final m, l, bad visible to every thread */
 
     vattn_fast_epilogue<FP16, BM / 16, 8>(p, sm.m, sm.l, sm.bad != 0, oacc, BM, 0, warp * 64, mc, sp, b, lane,
-                                           tid);
+                                           tid < BM ? tid : -1);
 }
 
 /* ------------------------------------------------------------ fast kernel v7 ---- */

@@ -28,6 +28,13 @@ if [ "${1:-}" = final ]; then
     fi
     VATTN_VARIANT=7 timeout 300 build/tests/test_verify_gpu >"$out/test_gpu_v7.txt" 2>&1
     echo "test_verify_gpu with v7 forced on every case: $(tail -1 "$out/test_gpu_v7.txt")"
+    # shared-memory hazards (compute-sanitizer racecheck) of both fast kernels on one short case
+    san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+    for v in 7 3; do
+        VATTN_VARIANT=$v timeout 100 "$san" --tool racecheck --racecheck-report hazard \
+            build/tests/test_verify_gpu h32-q7 >"$out/racecheck_v$v.txt" 2>&1
+        echo "racecheck v$v rc=$?: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck_v$v.txt" | head -2 | tr '\n' ' ')$(tail -1 "$out/racecheck_v$v.txt")"
+    done
     cuobjdump --list-elf build/lib/libverify_attn.so
     cuobjdump --dump-sass build/lib/libverify_attn.so >"$out/sass.txt" 2>&1
     awk '/code for sm_/{a=$3} /Function :/{f=a" "$3} /HMMA/{h[f]++} /HGMMA/{g[f]++} /LDL|STL/{l[f]++}

@@ -325,7 +325,7 @@ static Problem with_ws(const Problem &P)
 
 /* Kernel variants of the library (VATTN_VARIANT, see kernels/verify_attn.cu): v3 = 32 rows per
  * block with the 4-way k-split S reduction, v7 = 64 rows in two independent groups of 32,
- * pair-wise S reduction, lazy rescale with a reduction-free fast path (kernels/vattn_fast7.cuh).
+ * pair-wise S reduction, lazy rescale, swizzled KV stages (kernels/vattn_fast7.cuh).
  * v4, v5 and v6 live in git history (docs/PERF.md has their figures). */
 static const int g_variants[] = {3, 7};
 

@@ -43,7 +43,7 @@ typedef struct kcap_config {
     int fork_follow;         /* KCAP_FORK=follow (child captures into its own files) | dormant */
     int level;               /* KCAP_ZSTD_LEVEL */
     int threads;             /* KCAP_THREADS compression threads */
-    uint64_t ring_bytes;     /* KCAP_RING_BYTES: device staging ring (issue 8) */
+    uint64_t ring_bytes;     /* KCAP_RING_BYTES: bound of the device staging ring */
     int gpu_async;           /* KCAP_GPU_MODE=async (issue 8, default) | sync */
 } kcap_config;
 
@@ -96,12 +96,23 @@ void kcap_arm_request(uint64_t count, int off); /* from the watcher */
 void kcap_capture_stop(const char *why);      /* stop for good (disk full, ...) */
 uint64_t kcap_now_ns(void);
 
+/* Every call that was selected but not captured is counted under exactly one reason, so
+ * `captured + sum(dropped_*) + failures` adds up to the selected calls (graph replays
+ * included). The first drop of each reason is logged with what to do about it. */
 typedef struct kcap_stats {
-    atomic_ullong calls, selected, captured, written, dropped_queue, dropped_cap, dropped_ring,
+    atomic_ullong calls, selected, captured, written, dropped_queue, dropped_cap,
+        dropped_ring_full,   /* device staging ring busy with earlier snapshots */
+        dropped_ring_big,    /* one snapshot larger than the whole ring (KCAP_RING_BYTES) */
+        dropped_ring_nomem,  /* no ring: the device lacked the free memory for it */
+        dropped_sites,       /* no graph / eager site left (a site table limit) */
         skipped_graph, skipped_invalid, failed_record, failed_write, bytes_accepted,
         bytes_written_dense, graph_captured;
 } kcap_stats;
 extern kcap_stats kcap_g_stats;
+/* All ring drops (the old single `ring=` counter). */
+unsigned long long kcap_stats_ring_drops(void);
+/* One line of every counter, `key=value` separated by spaces (stats line, arm status). */
+int kcap_stats_format(char *buf, size_t n);
 
 /* ---- queue + writer (kcap_queue.c) ---- */
 int kcap_queue_push(kcap_snapshot *s, uint64_t seq, int rank); /* 0 or KCAP_ERR_FULL/STOP */
@@ -148,7 +159,7 @@ void kcap_dev_meta(kcap_devctx *dc, kcap_meta *m);
 extern const char kcap_gather_ptx[];
 int kcap_dev_module(const void *cu, void **fn_gather, void **fn_stage, void **fn_gate);
 
-/* ---- issue 8: zero-stall GPU path (kcap_gpu.c) ---- */
+/* ---- zero-stall GPU path (kcap_gpu.c) ---- */
 /* 0: capture staged (async), 1: not handled (caller uses the synchronous path),
  * <0 handled and dropped/failed (counted). */
 int kcap_gpu_capture(kcap_slot *sl, const vattn_args *a, void *ws, size_t wsb, void *stream,

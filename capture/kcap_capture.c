@@ -84,22 +84,39 @@ static const char *kcap_env(const char *name, void *ud)
 
 static atomic_int g_exit_done;
 
+unsigned long long kcap_stats_ring_drops(void)
+{
+    kcap_stats *s = &kcap_g_stats;
+    return (unsigned long long)s->dropped_ring_full + s->dropped_ring_big + s->dropped_ring_nomem +
+           s->dropped_sites;
+}
+
+int kcap_stats_format(char *buf, size_t n)
+{
+    kcap_stats *s = &kcap_g_stats;
+#define U(x) ((unsigned long long)atomic_load(&s->x))
+    return snprintf(buf, n,
+                    "calls=%llu captured=%llu written=%llu dropped(queue=%llu cap=%llu ring=%llu "
+                    "ring_full=%llu too_big=%llu no_device_memory=%llu sites=%llu) "
+                    "skipped(graph=%llu invalid=%llu) failures(record=%llu write=%llu) "
+                    "bytes=%llu written_bytes=%llu graph_captured=%llu",
+                    U(calls), U(captured), U(written), U(dropped_queue), U(dropped_cap),
+                    kcap_stats_ring_drops(), U(dropped_ring_full), U(dropped_ring_big),
+                    U(dropped_ring_nomem), U(dropped_sites), U(skipped_graph), U(skipped_invalid),
+                    U(failed_record), U(failed_write), U(bytes_accepted), U(bytes_written_dense),
+                    U(graph_captured));
+#undef U
+}
+
 void kcap_stats_line(const char *when)
 {
     kcap_stats *s = &kcap_g_stats;
-    if (!atomic_load(&s->calls) && !atomic_load(&s->skipped_graph))
+    if (!atomic_load(&s->calls) && !atomic_load(&s->skipped_graph) && !atomic_load(&s->graph_captured) &&
+        !kcap_stats_ring_drops())
         return; /* a process that never made a captured call stays silent */
-    kcap_log(KCAP_LOG_WARN,
-             "%s: calls=%llu captured=%llu written=%llu dropped(queue=%llu cap=%llu ring=%llu) "
-             "skipped(graph=%llu invalid=%llu) failures(record=%llu write=%llu) "
-             "bytes=%llu written_bytes=%llu graph_captured=%llu",
-             when, (unsigned long long)s->calls, (unsigned long long)s->captured,
-             (unsigned long long)s->written, (unsigned long long)s->dropped_queue,
-             (unsigned long long)s->dropped_cap, (unsigned long long)s->dropped_ring,
-             (unsigned long long)s->skipped_graph, (unsigned long long)s->skipped_invalid,
-             (unsigned long long)s->failed_record, (unsigned long long)s->failed_write,
-             (unsigned long long)s->bytes_accepted, (unsigned long long)s->bytes_written_dense,
-             (unsigned long long)s->graph_captured);
+    char line[768];
+    kcap_stats_format(line, sizeof line);
+    kcap_log(KCAP_LOG_WARN, "%s: %s", when, line);
 }
 
 static void kcap_atexit(void)

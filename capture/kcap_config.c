@@ -114,7 +114,7 @@ void kcap_config_defaults(kcap_config *c)
     c->fork_follow = 1;
     c->level = 1;
     c->threads = 0;
-    c->ring_bytes = 256ull << 20;
+    c->ring_bytes = 2ull << 30; /* bound; shrunk to what the device can spare (kcap_gpu.c) */
     c->gpu_async = 1;
 }
 
@@ -181,8 +181,8 @@ int kcap_config_parse(kcap_config *c, kcap_getenv_fn get, void *ud, char *why, s
         c->queue_bytes = u;
     }
     if ((v = get("KCAP_RING_BYTES", ud)) && *v) {
-        if (kcap_parse_bytes(v, &u) || u < 4096)
-            BAD("KCAP_RING_BYTES='%.64s' is not a byte count of at least 4K", v);
+        if (kcap_parse_bytes(v, &u) || u < 4096 || u > (1ull << 40))
+            BAD("KCAP_RING_BYTES='%.64s' is not a byte count from 4K to 1T", v);
         c->ring_bytes = u;
     }
     if ((v = get("KCAP_DORMANT", ud)) && *v && parse_bool(v, &c->dormant))

@@ -358,7 +358,7 @@ static void *kcap_drainer_main(void *arg)
                 cu->cuStreamSynchronize(r->side) == CUDA_SUCCESS) {
                 unsigned int tot = dr[0] + dr[1];
                 if (tot != r->last_drops) {
-                    atomic_fetch_add(&kcap_g_stats.dropped_ring, tot - r->last_drops);
+                    atomic_fetch_add(&kcap_g_stats.dropped_ring_full, tot - r->last_drops);
                     r->last_drops = tot;
                 }
             }
@@ -591,7 +591,7 @@ int kcap_gpu_capture(kcap_slot *sl, const vattn_args *a, void *ws, size_t wsb, v
         if (in_capture)
             kcap_log_once(&g_log_sites, KCAP_LOG_WARN, "more than %d graph call sites; further "
                           "ones are not captured", KCAP_GRAPH_SITES);
-        atomic_fetch_add(&kcap_g_stats.dropped_ring, 1);
+        atomic_fetch_add(&kcap_g_stats.dropped_sites, 1);
         *status_out = real(a, ws, wsb, stream);
         return -1;
     }
@@ -637,7 +637,7 @@ void kcap_gpu_shutdown(int timeout_ms)
     if (r->slots && cu->cuMemcpyDtoHAsync(dr, r->hdr + offsetof(kring_dev, drops_full), 8, r->side) ==
             CUDA_SUCCESS && cu->cuStreamSynchronize(r->side) == CUDA_SUCCESS &&
         dr[0] + dr[1] != r->last_drops) {
-        atomic_fetch_add(&kcap_g_stats.dropped_ring, dr[0] + dr[1] - r->last_drops);
+        atomic_fetch_add(&kcap_g_stats.dropped_ring_full, dr[0] + dr[1] - r->last_drops);
         r->last_drops = dr[0] + dr[1];
     }
 }

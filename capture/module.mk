@@ -7,7 +7,7 @@
 # the library still builds and uses plain copies on the device.
 
 KCAP_LIB := $(LIB)/libkcap.so
-CAPTURE_SRCS := kcap_interpose kcap_capture kcap_budget kcap_queue kcap_arm kcap_mem kcap_gpu kcap_config kcap_log
+CAPTURE_SRCS := kcap_interpose kcap_capture kcap_budget kcap_queue kcap_arm kcap_mem kcap_gpu kcap_ring kcap_config kcap_log
 CAPTURE_OBJS := $(patsubst %,$(OBJ)/capture/%.o,$(CAPTURE_SRCS)) $(OBJ)/capture/kcap_ptx.o \
                 $(OBJ)/kernels/vattn_check.o
 # formats/module.mk defines FORMATS_LIB once it can build it; until then nothing here that
@@ -21,9 +21,9 @@ KCAP_HAVE_NVCC := $(shell test -x $(NVCC) && echo 1)
 KCAP_PTX := $(OBJ)/capture/kcap_gather.ptx
 ifeq ($(KCAP_HAVE_NVCC),1)
 # compute_75 PTX is JIT-compiled by the driver for the GPU actually present.
-$(KCAP_PTX): capture/kcap_gather.cu
+$(KCAP_PTX): capture/kcap_gather.cu capture/kcap_ring.h
 	@mkdir -p $(@D)
-	$(NVCC) -ptx -arch=compute_75 -O3 -o $@ $<
+	$(NVCC) -ptx -arch=compute_75 -O3 -Icapture -o $@ $<
 $(OBJ)/capture/kcap_ptx.o: capture/kcap_ptx.S $(KCAP_PTX)
 	@mkdir -p $(@D)
 	$(CC) -c -DKCAP_PTX_FILE='"$(KCAP_PTX)"' $< -o $@
@@ -50,7 +50,8 @@ $(OBJ)/capture/kcap_config_cli.o: capture/kcap_config.c
 # ---- tests ------------------------------------------------------------------------------
 CAPT := $(TBIN)/capture
 CAPTURE_TEST_BINS := $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/capture_client \
-                     $(CAPT)/snapcmp $(CAPT)/libvattn_null.so $(CAPT)/bench_dormant
+                     $(CAPT)/snapcmp $(CAPT)/libvattn_null.so $(CAPT)/bench_dormant \
+                     $(CAPT)/test_capture_ring
 $(CAPT)/test_capture_config: tests/capture/test_capture_config.c $(OBJ)/capture/kcap_config_cli.o
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS)
@@ -59,6 +60,11 @@ $(CAPT)/test_capture_config: tests/capture/test_capture_config.c $(OBJ)/capture/
 $(CAPT)/test_capture_budget: tests/capture/test_capture_budget.c capture/kcap_budget.c capture/kcap_budget.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Icapture tests/capture/test_capture_budget.c capture/kcap_budget.c -o $@ $(LDFLAGS) -pthread
+
+# the staging ring's placement, release order and sizing on a fake device (no GPU)
+$(CAPT)/test_capture_ring: tests/capture/test_capture_ring.c capture/kcap_ring.c capture/kcap_ring.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Icapture tests/capture/test_capture_ring.c capture/kcap_ring.c -o $@ $(LDFLAGS)
 
 # linked by soname against the CPU library (the dynamic-linker binding path)
 $(CAPT)/capture_client: tests/capture/capture_client.c $(LIB)/libverify_attn_cpu.so
@@ -81,11 +87,11 @@ $(CAPT)/bench_dormant: tests/capture/bench_dormant.c $(CAPT)/libvattn_null.so
 
 ifeq ($(KCAP_FORMATS_READY),1)
 ALL_TARGETS += $(KCAP_LIB) $(CAPTURE_TEST_BINS)
-TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget tests/capture/test_capture_c.sh \
+TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring tests/capture/test_capture_c.sh \
          tests/capture/test_capture_py.sh tests/capture/test_capture_select.sh \
          tests/capture/test_capture_arm.sh tests/capture/test_capture_faults.sh \
          tests/capture/test_capture_concurrency.sh
-ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget tests/capture/test_capture_c.sh
+ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring tests/capture/test_capture_c.sh
 GPU_TESTS += tests/capture/test_capture_gpu.sh
 BENCHES += tests/capture/bench_dormant.sh
 GPU_BENCHES += tests/capture/bench_capture_gpu.sh

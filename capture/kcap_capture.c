@@ -451,6 +451,17 @@ static int kcap_reserve(void)
 /* The reservation became a snapshot (queued for writing, or staged on the device). */
 static void kcap_commit(void) { kcap_budget_apply(kcap_budget_commit(&g_budget)); }
 
+/* An eager call staged on the device has been drained: it became a snapshot (commit its
+ * reservation) or the device or read-back dropped it (give the unit back, so that a later
+ * call makes up for it and `kcap arm --count N` still yields N). */
+void kcap_gpu_eager_settled(int captured)
+{
+    if (captured)
+        kcap_commit();
+    else
+        kcap_unreserve();
+}
+
 /* Would this snapshot break KCAP_MAX_BYTES? Reserves the bytes when it fits. */
 static int kcap_bytes_fit(size_t n)
 {
@@ -508,10 +519,11 @@ static int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args 
             int h = kcap_gpu_capture(sl, a, ws, wsb, stream, seq, capturing, &status);
             if (h != 1) {
                 kcap_dev_pop(&dc, saved_ctx);
-                if (h < 0 || h == 2) /* dropped, or graph nodes (the device counts those) */
+                /* dropped, or graph nodes (the device counts those): give the unit back;
+                   staged (h == 0): the drainer settles it (kcap_gpu_eager_settled), since
+                   the device may still drop it (ring full) */
+                if (h < 0 || h == 2)
                     kcap_unreserve();
-                else
-                    kcap_commit(); /* staged on the device */
                 return status;
             }
             if (capturing) {

@@ -119,6 +119,7 @@ static atomic_int g_log_gpu, g_log_ctx, g_log_sites, g_log_stage;
 
 unsigned int kcap_device_budget(void); /* kcap_capture.c */
 void kcap_graph_snapshot_taken(void);  /* kcap_capture.c */
+void kcap_gpu_eager_settled(int captured); /* kcap_capture.c */
 
 static CUstreamCaptureMode kcap_relax(const kcap_cu *cu)
 {

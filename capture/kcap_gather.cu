@@ -3,23 +3,30 @@
  * embedded in the library (kcap_ptx.S), loaded with cuModuleLoadData: libkcap links no CUDA
  * library, and PTX JIT-compiles for whatever GPU the host runs on.
  *
- * kcap_gather_rows  (issue 4, synchronous path): out[i] = pool row idx[i]; so only the KV
- *                   rows a call references cross PCIe, never the whole pool.
- * kcap_stage_gate + kcap_stage (issue 8, zero-stall path): copy a call's tensors (inputs in
- *                   phase 0, outputs in phase 1) into a slot of a device staging ring, entirely
- *                   on the device, so they can run on the service stream and inside a CUDA
- *                   graph. The one-thread gate decides (armed? ring slot free? nnz =
- *                   kv_indptr[bs], read here, never by the host); the copy kernel's blocks read
- *                   that decision and leave at once when disarmed. The last block of phase 1
- *                   publishes the slot through a doorbell in mapped pinned host memory.
+ * kcap_gather_rows  (synchronous path): out[i] = pool row idx[i]; so only the KV rows a call
+ *                   references cross PCIe, never the whole pool.
+ * kcap_stage_gate + kcap_stage (zero-stall path): copy a call's tensors (inputs in phase 0,
+ *                   outputs in phase 1) into a region of the device staging ring, entirely on
+ *                   the device, so they run on the service stream and inside CUDA graphs. The
+ *                   one-thread gate decides (capture wanted? nnz = kv_indptr[bs], read here,
+ *                   never by the host; a region of exactly the snapshot's size placed by
+ *                   kcap_ring_place under the ring's lock); the copy kernel's blocks read that
+ *                   decision and leave at once when the call is not captured. The last block
+ *                   of phase 1 publishes the region through a doorbell in mapped pinned host
+ *                   memory, read by the host's drainer thread.
+ * kcap_ring_ctl     the host's changes to the ring (its memory, the graph budget), made under
+ *                   the same lock, so no gate ever sees half of a change.
  */
 #include <stdint.h>
 
+#include "kcap_ring.h"
+
 #define KCAP_MAX_SEGS 10
 
+/* Keep the structs below in sync with their mirrors in kcap_gpu_int.h. */
 struct kcap_seg {
     unsigned long long src; /* device address of the first row */
-    long long dst_off;      /* byte offset of this segment in the slot */
+    long long dst_off;      /* byte offset of this segment in the region */
     long long row_bytes;    /* bytes per row */
     long long nrows;        /* rows; -1: nnz rows (kv_indices / KV rows) */
     long long s0, s1, n1;   /* row r at src + (r / n1) * s0 + (r % n1) * s1 (bytes) */
@@ -30,46 +37,55 @@ struct kcap_seg {
 };
 
 struct kcap_stage_args {
-    unsigned long long ring;  /* struct kcap_ring_dev * */
-    unsigned long long site;  /* struct kcap_site_dev * */
-    unsigned long long unused0;
-    unsigned long long bell;  /* mapped pinned host: unsigned long long[nslots] */
-    unsigned long long indptr;/* int32 kv_indptr (device) */
-    long long slot_bytes;
-    long long fixed_bytes;    /* bytes that do not depend on nnz (header included) */
-    long long per_nnz_bytes;  /* bytes per KV row + its index */
-    int nslots;
+    unsigned long long ring;    /* struct kcap_ring_dev * */
+    unsigned long long site;    /* struct kcap_site_dev * */
+    unsigned long long bell;    /* mapped pinned host: struct kcap_bell[KCAP_RING_NREC] */
+    unsigned long long outcome; /* eager sites: mapped pinned host word (gen << 1 | captured) */
+    unsigned long long indptr;  /* int32 kv_indptr (device) */
+    long long fixed_bytes;      /* bytes that do not depend on nnz */
+    long long per_nnz_bytes;    /* bytes per KV row + its index */
     int bs;
-    int phase;                /* 0 inputs (claims a slot), 1 outputs (publishes it) */
+    int phase;                  /* 0 inputs (places the region), 1 outputs (publishes it) */
     int nsegs;
     int site_id;
-    int force;                /* eager call the host already chose: ignore the armed budget */
+    int force;                  /* eager call the host already chose: no graph budget */
+    unsigned int gen;           /* the host's launch number of this site (eager) */
     struct kcap_seg seg[KCAP_MAX_SEGS];
 };
 
 struct kcap_ring_dev {
-    unsigned long long slots; /* slot storage, 0 until first armed (the host writes it) */
-    unsigned int armed;   /* snapshots still wanted (the host writes it) */
-    unsigned int head;    /* next slot to try */
-    unsigned int drops_full, drops_big;
-    unsigned long long tickets;
-    unsigned int state[1]; /* [nslots]: 0 free, 1 owned by the device / host */
+    unsigned long long base;        /* staging memory, 0 when none (disarmed or no memory) */
+    unsigned long long cap;         /* its bytes */
+    unsigned long long head, tail;  /* bytes placed / released (monotonic; tail by the host) */
+    unsigned long long tickets;     /* regions placed */
+    unsigned long long tail_ticket; /* regions released (the host) */
+    unsigned long long graph_taken; /* snapshots taken at graph replays, ever */
+    unsigned long long graph_limit; /* graph_taken may grow up to this (the host) */
+    unsigned long long big_need;    /* largest snapshot refused as larger than the ring */
+    unsigned int lock;
+    unsigned int drops_full, drops_big, drops_nomem;
 };
 
 struct kcap_site_dev {
-    unsigned int arrived, ready, done;
-    int slot;
+    unsigned long long start; /* region start (monotonic; at base + start % cap) */
+    unsigned long long end;
     long long nnz;
     unsigned long long ticket;
+    unsigned int done;   /* blocks finished in the current phase */
+    int valid;           /* this launch captures */
+    int status;          /* 1: an index was out of range (rows zero-filled) */
+    unsigned int gen;
 };
 
-/* slot header, first 64 bytes of a slot */
-struct kcap_slot_hdr {
-    unsigned long long ticket;
+/* The doorbell of one region (index ticket % KCAP_RING_NREC): fields first, ticket last. */
+struct kcap_bell {
+    unsigned long long start, end;
     long long nnz;
     int site_id;
-    int status; /* 1: an index was out of range (rows zero-filled) */
-    long long pad[5];
+    unsigned int gen;
+    int status;
+    int pad;
+    unsigned long long ticket;
 };
 
 extern "C" __global__ void kcap_gather_rows(const char *pool, long long stride_bytes,
@@ -91,94 +107,158 @@ extern "C" __global__ void kcap_gather_rows(const char *pool, long long stride_b
     }
 }
 
-__device__ static void kcap_copy_row(char *dst, const char *src, long long n)
+__device__ static void kcap_lock(unsigned int *l)
 {
-    if (((uintptr_t)src | (uintptr_t)dst | (uintptr_t)n) % 16 == 0) {
-        const uint4 *s = (const uint4 *)src;
-        uint4 *d = (uint4 *)dst;
-        for (long long i = threadIdx.x; i < n / 16; i += blockDim.x)
-            d[i] = s[i];
-    } else {
-        for (long long i = threadIdx.x; i < n; i += blockDim.x)
-            dst[i] = src[i];
-    }
+    while (atomicCAS(l, 0u, 1u) != 0u)
+        ;
+    __threadfence();
 }
 
-/* One thread: decide whether this launch captures (armed budget or the host's choice for an
- * eager call, a free ring slot, nnz = kv_indptr[bs] fits) and publish it in the site. Runs
- * before the phase-0 copy kernel; disarmed it costs one tiny kernel that reads two words. */
+__device__ static void kcap_unlock(unsigned int *l)
+{
+    __threadfence();
+    atomicExch(l, 0u);
+}
+
+#define VOL(T, x) (*(volatile T *)&(x))
+
+/* One thread: does this launch capture, and where? Disarmed (graph budget spent, not an
+ * eager call) it reads two words and leaves without taking the lock. */
 extern "C" __global__ void kcap_stage_gate(struct kcap_stage_args a)
 {
     struct kcap_ring_dev *ring = (struct kcap_ring_dev *)a.ring;
     struct kcap_site_dev *site = (struct kcap_site_dev *)a.site;
     if (threadIdx.x != 0 || blockIdx.x != 0)
         return;
-    int slot = -1;
+    int valid = 0;
+    uint64_t start = 0, end = 0, ticket = 0;
     long long nnz = 0;
-    unsigned long long slots = *(volatile unsigned long long *)&ring->slots;
-    if (slots && (a.force || *(volatile unsigned int *)&ring->armed)) {
-        nnz = ((const int *)a.indptr)[a.bs];
-        long long need = a.fixed_bytes + nnz * a.per_nnz_bytes + 16;
-        if (nnz < 0 || need > a.slot_bytes) {
-            atomicAdd(&ring->drops_big, 1u);
+    if (a.force || VOL(unsigned long long, ring->graph_taken) < VOL(unsigned long long, ring->graph_limit)) {
+        kcap_lock(&ring->lock);
+        unsigned long long base = VOL(unsigned long long, ring->base);
+        if (!a.force && ring->graph_taken >= VOL(unsigned long long, ring->graph_limit)) {
+            /* the budget went to another replay meanwhile */
+        } else if (!base) {
+            ring->drops_nomem++;
         } else {
-            unsigned int h = atomicAdd(&ring->head, 1u) % (unsigned)a.nslots;
-            if (atomicCAS(&ring->state[h], 0u, 1u) != 0u) {
-                atomicAdd(&ring->drops_full, 1u);
+            nnz = ((const int *)a.indptr)[a.bs];
+            unsigned long long need = (unsigned long long)a.fixed_bytes +
+                                      (unsigned long long)nnz * (unsigned long long)a.per_nnz_bytes + 16;
+            uint64_t t = ring->tickets + 1, nh = 0;
+            int r = nnz < 0 ? KCAP_PLACE_BIG
+                            : kcap_ring_place(ring->head, VOL(unsigned long long, ring->tail), ring->cap,
+                                              need, t, VOL(unsigned long long, ring->tail_ticket),
+                                              &start, &nh);
+            if (r == KCAP_PLACE_BIG) {
+                ring->drops_big++;
+                if (need > ring->big_need)
+                    ring->big_need = need;
+            } else if (r == KCAP_PLACE_FULL) {
+                ring->drops_full++;
             } else {
-                /* take one from the armed budget; lost the race: give the slot back */
-                unsigned int left = a.force ? 1u : *(volatile unsigned int *)&ring->armed;
-                while (left && !a.force) {
-                    unsigned int prev = atomicCAS(&ring->armed, left, left - 1);
-                    if (prev == left)
-                        break;
-                    left = prev;
-                }
-                if (!left) {
-                    atomicExch(&ring->state[h], 0u);
-                } else {
-                    slot = (int)h;
-                    site->ticket = atomicAdd(&ring->tickets, 1ull) + 1;
-                    struct kcap_slot_hdr *hd =
-                        (struct kcap_slot_hdr *)(slots + (unsigned long long)h * a.slot_bytes);
-                    hd->ticket = site->ticket;
-                    hd->nnz = nnz;
-                    hd->site_id = a.site_id;
-                    hd->status = 0;
-                }
+                ring->head = nh;
+                ring->tickets = t;
+                if (!a.force)
+                    ring->graph_taken++;
+                valid = 1;
+                ticket = t;
+                end = nh;
             }
         }
+        kcap_unlock(&ring->lock);
     }
+    site->start = start;
+    site->end = end;
     site->nnz = nnz;
+    site->ticket = ticket;
     site->done = 0;
-    site->slot = slot;
+    site->status = 0;
+    site->gen = a.gen;
+    site->valid = valid;
+    if (a.outcome) {
+        VOL(unsigned long long, *(unsigned long long *)a.outcome) =
+            ((unsigned long long)a.gen << 1) | (unsigned long long)valid;
+        __threadfence_system();
+    }
     __threadfence();
 }
 
+/* Copy `total` 16-byte words of rows laid out back to back in dst; word i is word i % per of
+ * row i / per, whose source is src_of(row). Four words in flight per thread. */
+template <class Src>
+__device__ static void kcap_copy_words(uint4 *dst, long long total, long long per, Src src_of)
+{
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i0 = (long long)blockIdx.x * blockDim.x + threadIdx.x; i0 < total; i0 += 4 * stride) {
+        uint4 v[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            long long i = i0 + u * stride;
+            if (i < total) {
+                long long row = i / per;
+                v[u] = ((const uint4 *)src_of(row))[i - row * per];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            long long i = i0 + u * stride;
+            if (i < total)
+                dst[i] = v[u];
+        }
+    }
+}
+
+struct kcap_view_src {
+    const char *src;
+    long long n1, s0, s1;
+    __device__ const char *operator()(long long r) const { return src + (r / n1) * s0 + (r % n1) * s1; }
+};
+
+/* KV rows by index; an index out of the pool reads row 0 of a zero page instead (flagged). */
+struct kcap_idx_src {
+    const char *src;
+    const void *idx;
+    int idx_size;
+    long long s0, pool_rows;
+    const char *zero;
+    int *status;
+    __device__ const char *operator()(long long r) const
+    {
+        long long ix = idx_size == 8 ? ((const long long *)idx)[r] : (long long)((const int *)idx)[r];
+        if (ix < 0 || ix >= pool_rows) {
+            *status = 1;
+            return zero;
+        }
+        return src + ix * s0;
+    }
+};
+
+__device__ static const uint4 kcap_zero_row[80] = {}; /* ≥ one 1152-byte KV row of zeros */
+
 /* Copy kernel of a phase: every block reads the gate's decision and leaves at once when the
- * launch does not capture; otherwise blocks stride over the rows of every segment. */
+ * launch does not capture; otherwise all threads stride over the words of every segment. */
 extern "C" __global__ void kcap_stage(struct kcap_stage_args a)
 {
     struct kcap_ring_dev *ring = (struct kcap_ring_dev *)a.ring;
     struct kcap_site_dev *site = (struct kcap_site_dev *)a.site;
-    __shared__ int s_slot;
+    __shared__ int s_valid;
     __shared__ long long s_nnz;
+    __shared__ unsigned long long s_start;
     if (threadIdx.x == 0) {
-        s_slot = *(volatile int *)&site->slot;
-        s_nnz = *(volatile long long *)&site->nnz;
+        s_valid = VOL(int, site->valid);
+        s_nnz = VOL(long long, site->nnz);
+        s_start = VOL(unsigned long long, site->start);
     }
     __syncthreads();
-    int slot = s_slot;
-    long long nnz = s_nnz;
-    if (slot < 0)
+    if (!s_valid)
         return;
-    char *base = (char *)(*(volatile unsigned long long *)&ring->slots +
-                          (unsigned long long)slot * a.slot_bytes);
-    struct kcap_slot_hdr *hd = (struct kcap_slot_hdr *)base;
+    long long nnz = s_nnz;
+    char *base = (char *)(VOL(unsigned long long, ring->base) + s_start % VOL(unsigned long long, ring->cap));
     for (int k = 0; k < a.nsegs; k++) {
         const struct kcap_seg *g = &a.seg[k];
         long long rows = g->nrows < 0 ? nnz : g->nrows;
-        long long off = g->dst_off;
+        if (rows <= 0)
+            continue;
         if (g->nrows < 0 && !g->idx) { /* kv_indices: flat, after the fixed part */
             long long n = nnz * g->idx_size / 4; /* int32 words (idx_size is 4 or 8) */
             const unsigned int *s = (const unsigned int *)g->src;
@@ -188,26 +268,39 @@ extern "C" __global__ void kcap_stage(struct kcap_stage_args a)
                 d[i] = s[i];
             continue;
         }
-        if (g->nrows < 0) /* KV rows: after kv_indices, 16-byte aligned */
-            off = a.fixed_bytes + ((nnz * g->idx_size + 15) & ~15ll);
-        for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
-            const char *src;
-            if (g->idx) {
-                long long ix = g->idx_size == 8 ? ((const long long *)g->idx)[r]
-                                                : (long long)((const int *)g->idx)[r];
-                if (ix < 0 || ix >= g->pool_rows) {
-                    for (long long i = threadIdx.x; i < g->row_bytes; i += blockDim.x)
-                        base[off + r * g->row_bytes + i] = 0;
-                    if (threadIdx.x == 0)
-                        hd->status = 1;
-                    continue;
+        long long off = g->nrows < 0 ? a.fixed_bytes + ((nnz * g->idx_size + 15) & ~15ll) /* KV rows */
+                                     : g->dst_off;
+        char *dst = base + off;
+        long long n1 = g->n1 > 0 ? g->n1 : 1;
+        int aligned = ((g->src | (unsigned long long)g->row_bytes | (unsigned long long)g->s0 |
+                        (unsigned long long)(g->idx ? 0 : g->s1) | (unsigned long long)off) % 16) == 0;
+        if (aligned && g->idx) {
+            kcap_idx_src f = {(const char *)g->src, (const void *)g->idx, g->idx_size, g->s0,
+                              g->pool_rows, (const char *)kcap_zero_row, &site->status};
+            kcap_copy_words((uint4 *)dst, rows * (g->row_bytes / 16), g->row_bytes / 16, f);
+        } else if (aligned) {
+            kcap_view_src f = {(const char *)g->src, n1, g->s0, g->s1};
+            kcap_copy_words((uint4 *)dst, rows * (g->row_bytes / 16), g->row_bytes / 16, f);
+        } else { /* odd sizes or strides (small tensors): bytes, spread over every thread */
+            long long total = rows * g->row_bytes;
+            for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+                 i += (long long)gridDim.x * blockDim.x) {
+                long long r = i / g->row_bytes, c = i - r * g->row_bytes;
+                const char *src;
+                if (g->idx) {
+                    long long ix = g->idx_size == 8 ? ((const long long *)g->idx)[r]
+                                                    : (long long)((const int *)g->idx)[r];
+                    if (ix < 0 || ix >= g->pool_rows) {
+                        dst[i] = 0;
+                        site->status = 1;
+                        continue;
+                    }
+                    src = (const char *)g->src + ix * g->s0;
+                } else {
+                    src = (const char *)g->src + (r / n1) * g->s0 + (r % n1) * g->s1;
                 }
-                src = (const char *)g->src + ix * g->s0;
-            } else {
-                long long n1 = g->n1 > 0 ? g->n1 : 1;
-                src = (const char *)g->src + (r / n1) * g->s0 + (r % n1) * g->s1;
+                dst[i] = src[c];
             }
-            kcap_copy_row(base + off + r * g->row_bytes, src, g->row_bytes);
         }
     }
     __syncthreads();
@@ -217,13 +310,52 @@ extern "C" __global__ void kcap_stage(struct kcap_stage_args a)
         if (d == gridDim.x - 1) {
             site->done = 0; /* for the next phase */
             if (a.phase == 1) {
+                __threadfence();
+                unsigned long long t = VOL(unsigned long long, site->ticket);
+                struct kcap_bell *b = (struct kcap_bell *)a.bell + t % KCAP_RING_NREC;
+                b->start = VOL(unsigned long long, site->start);
+                b->end = VOL(unsigned long long, site->end);
+                b->nnz = VOL(long long, site->nnz);
+                b->site_id = a.site_id;
+                b->gen = a.gen;
+                b->status = VOL(int, site->status);
                 __threadfence_system();
-                ((volatile unsigned long long *)a.bell)[slot] = site->ticket;
+                VOL(unsigned long long, b->ticket) = t;
                 __threadfence_system();
-                site->slot = -1;
+                site->valid = 0;
             }
             __threadfence();
         }
     }
 }
 
+/* The host's changes to the ring, under its lock. op 0: graph_limit = v0. op 1: memory
+ * base = v0, cap = v1 (the ring is empty: head = tail). op 2: take the memory away if no
+ * region is in flight; out[0] = 1 when done. out[1..2] = tickets, graph_taken afterwards. */
+extern "C" __global__ void kcap_ring_ctl(unsigned long long ringp, int op, unsigned long long v0,
+                                         unsigned long long v1, unsigned long long outp)
+{
+    struct kcap_ring_dev *ring = (struct kcap_ring_dev *)ringp;
+    unsigned long long *out = (unsigned long long *)outp;
+    if (threadIdx.x != 0 || blockIdx.x != 0)
+        return;
+    kcap_lock(&ring->lock);
+    unsigned long long ok = 1;
+    if (op == 0) {
+        ring->graph_limit = v0;
+    } else if (op == 1) {
+        ring->cap = v1;
+        ring->head = VOL(unsigned long long, ring->tail);
+        ring->base = v0;
+    } else if (op == 2) {
+        ok = ring->tickets == VOL(unsigned long long, ring->tail_ticket);
+        if (ok) {
+            ring->base = 0;
+            ring->cap = 0;
+        }
+    }
+    out[0] = ok;
+    out[1] = ring->tickets;
+    out[2] = ring->graph_taken;
+    kcap_unlock(&ring->lock);
+}

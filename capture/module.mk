@@ -7,7 +7,7 @@
 # the library still builds and uses plain copies on the device.
 
 KCAP_LIB := $(LIB)/libkcap.so
-CAPTURE_SRCS := kcap_interpose kcap_capture kcap_budget kcap_queue kcap_arm kcap_mem kcap_gpu kcap_ring kcap_config kcap_log
+CAPTURE_SRCS := kcap_interpose kcap_capture kcap_budget kcap_queue kcap_arm kcap_mem kcap_gpu kcap_gpu_drain kcap_ring kcap_config kcap_log
 CAPTURE_OBJS := $(patsubst %,$(OBJ)/capture/%.o,$(CAPTURE_SRCS)) $(OBJ)/capture/kcap_ptx.o \
                 $(OBJ)/kernels/vattn_check.o
 # formats/module.mk defines FORMATS_LIB once it can build it; until then nothing here that
@@ -92,7 +92,7 @@ TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_ca
          tests/capture/test_capture_arm.sh tests/capture/test_capture_faults.sh \
          tests/capture/test_capture_concurrency.sh
 ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring tests/capture/test_capture_c.sh
-GPU_TESTS += tests/capture/test_capture_gpu.sh
+GPU_TESTS += tests/capture/test_capture_gpu.sh tests/capture/test_capture_gpu_long.sh
 BENCHES += tests/capture/bench_dormant.sh
 GPU_BENCHES += tests/capture/bench_capture_gpu.sh
 endif

@@ -10,7 +10,15 @@ Modes:
   burst  graph replayed N times back to back on identical inputs, one dump (drop tests).
   arm    dormant process: graph captured while dormant, then `kcap arm PID --count K`
          on ourselves, then N replays with dumps.
+  long   the long-context check: N eager calls back to back (not synchronised: the staging
+         ring must hold them all), then one call captured in a CUDA graph and replayed R times
+         with new inputs; dumps every call and replay. Use with --shape.
+  sites  a dormant process captures --graphs graphs of --layers calls each, largest batch
+         first (as SGLang does), then arms itself (`kcap arm --count K`) and replays the
+         last-captured, smallest graph N times; dumps each replay.
   bench  timings (see bench_capture_gpu.sh); prints one JSON line.
+
+--shape BS,H,QLEN,PREFIX sets the call's geometry (prefix = longest request's prefix).
 """
 import argparse
 import ctypes as C
@@ -44,9 +52,12 @@ def rand_bf16(g, n):
 class Call:
     """One call's tensors (device) and its args struct."""
 
-    def __init__(self, g, bs, q_len, H, prefix, extra_slots, vis=True):
+    def __init__(self, g, bs, q_len, H, prefix, extra_slots, vis=True, exact=False):
         T = bs * q_len
-        lens = q_len + torch.randint(prefix // 2, prefix + 1, (bs,), generator=g, device="cuda")
+        if exact:  # every request at the full prefix (the sizes of the shape tables)
+            lens = torch.full((bs,), q_len + prefix, dtype=torch.int64, device="cuda")
+        else:
+            lens = q_len + torch.randint(prefix // 2, prefix + 1, (bs,), generator=g, device="cuda")
         self.indptr = torch.zeros(bs + 1, dtype=torch.int32, device="cuda")
         self.indptr[1:] = torch.cumsum(lens, 0).to(torch.int32)
         nnz = int(self.indptr[-1])
@@ -120,6 +131,12 @@ def main():
     ap.add_argument("--kcap")
     ap.add_argument("--count", type=int, default=2)
     ap.add_argument("--big", action="store_true")
+    ap.add_argument("--shape", help="BS,H,QLEN,PREFIX")
+    ap.add_argument("--replays", type=int, default=3)
+    ap.add_argument("--graphs", type=int, default=28)
+    ap.add_argument("--layers", type=int, default=150)
+    ap.add_argument("--gap", type=float, default=0.03, help="bench: seconds between timed reps")
+    ap.add_argument("--burst", type=float, default=1.0, help="bench: seconds of back-to-back replays")
     a = ap.parse_args()
     lib = C.CDLL(a.lib)
     fn = lib.vattn_verify
@@ -132,6 +149,9 @@ def main():
     g.manual_seed(a.seed)
     stream = torch.cuda.Stream()
     shape = (8, 8, 16, 4096, 4096) if a.big else (2, 4, 4, 300, 1000)
+    if a.shape:
+        bs, H, q_len, prefix = (int(x) for x in a.shape.split(","))
+        shape = (bs, q_len, H, prefix, 4096, True, True)  # exact lengths
 
     def call(c, ws, s):
         return fn(C.byref(c.args), ws.data_ptr() if ws is not None else None,
@@ -155,6 +175,68 @@ def main():
             bad += st != 0
             if a.dump:
                 c.dump(a.dump, f"e{a.seed}-c{i}", st, False)
+    elif a.mode == "long":
+        cg = Call(g, *shape)
+        ws = workspace(cg)
+        calls = [(cg, ws)] + [(Call(g, *shape), None) for _ in range(a.n - 1)]
+        calls = [(c, w if w is not None else workspace(c)) for c, w in calls]
+        torch.cuda.synchronize()
+        sts = []
+        with torch.cuda.stream(stream):  # back to back: the ring holds them all at once
+            for c, w in calls:
+                sts.append(call(c, w, stream))
+        torch.cuda.synchronize()
+        for i, ((c, _), st) in enumerate(zip(calls, sts)):
+            bad += st != 0
+            if a.dump:
+                c.dump(a.dump, f"e{a.seed}-c{i}", st, False)
+        graph = torch.cuda.CUDAGraph()
+        status = []
+        with torch.cuda.graph(graph, stream=stream):
+            status.append(call(cg, ws, stream))
+        bad += status[0] != 0
+        for i in range(a.replays):
+            cg.refill(g)
+            cg.o.fill_(float("nan"))
+            cg.lse.fill_(float("nan"))
+            torch.cuda.synchronize()
+            graph.replay()
+            torch.cuda.synchronize()
+            if a.dump:
+                cg.dump(a.dump, f"g{a.seed}-r{i}", status[0], True)
+    elif a.mode == "sites":
+        # SGLang's order: largest batch first; every layer's call in a graph is identical
+        graphs = []
+        for k in range(a.graphs, 0, -1):
+            c = Call(g, k, 2, 4, 64, 64)
+            ws = workspace(c)
+            with torch.cuda.stream(stream):
+                call(c, ws, stream)
+            torch.cuda.synchronize()
+            gr = torch.cuda.CUDAGraph()
+            sts = []
+            with torch.cuda.graph(gr, stream=stream):
+                for _ in range(a.layers):
+                    sts.append(call(c, ws, stream))
+            bad += sum(st != 0 for st in sts)
+            graphs.append((c, gr, sts[0]))
+        r = subprocess.run([a.kcap, "arm", str(os.getpid()), "--count", str(a.count)],
+                           capture_output=True, text=True)
+        print(r.stdout.strip(), r.stderr.strip(), file=sys.stderr)
+        time.sleep(0.3)  # the drainer pushes the new budget to the device
+        c, gr, st = graphs[-1]  # the last captured, smallest graph
+        for i in range(a.n):
+            c.refill(g)
+            c.o.fill_(float("nan"))
+            c.lse.fill_(float("nan"))
+            torch.cuda.synchronize()
+            gr.replay()
+            torch.cuda.synchronize()
+            if a.dump:
+                c.dump(a.dump, f"s{a.seed}-r{i}", st, True)
+            time.sleep(0.05)
+        print(f"sites: {a.graphs} graphs x {a.layers} calls = {a.graphs * a.layers} graph call "
+              f"sites; replayed the bs={c.bs} graph {a.n} times", file=sys.stderr)
     elif a.mode in ("graph", "burst", "arm"):
         c = Call(g, *shape)
         ws = workspace(c)
@@ -195,6 +277,7 @@ def main():
     elif a.mode == "bench":
         c = Call(g, *shape)
         ws = workspace(c)
+        free0 = torch.cuda.mem_get_info()[0]  # before the first call: the ring is allocated then
         with torch.cuda.stream(stream):
             call(c, ws, stream)
         torch.cuda.synchronize()
@@ -210,14 +293,30 @@ def main():
                     ev1.record(stream)
                 ev1.synchronize()
                 ts.append(ev0.elapsed_time(ev1) * 1000.0)
-                time.sleep(0.03)  # let the drainer keep up: we time the stream, not drops
+                time.sleep(a.gap)  # let the drainer keep up: we time the stream, not drops
             ts.sort()
             return ts[len(ts) // 2]
-        eager_us = timed(lambda: call(c, ws, stream), a.n)
+        host = []
+
+        def eager_host():
+            t = time.perf_counter()
+            call(c, ws, stream)
+            host.append((time.perf_counter() - t) * 1e6)
+        eager_us = timed(eager_host, a.n)
+        host.sort()
+        host_us = host[len(host) // 2]
+        kcap_dev_bytes = free0 - torch.cuda.mem_get_info()[0]
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, stream=stream):
             call(c, ws, stream)
-        graph_us = timed(graph.replay, a.n)
+        ghost = []
+
+        def graph_host():
+            t = time.perf_counter()
+            graph.replay()
+            ghost.append((time.perf_counter() - t) * 1e6)
+        graph_us = timed(graph_host, a.n)
+        ghost.sort()
         nb = c.captured_bytes()
         src = torch.empty(nb, dtype=torch.uint8, device="cuda")
         dst = torch.empty_like(src)
@@ -226,12 +325,25 @@ def main():
         torch.cuda.synchronize()
         t0 = time.time()
         k = 0
-        while time.time() - t0 < 1.0:
+        while time.time() - t0 < a.burst:
             graph.replay()
             k += 1
         torch.cuda.synchronize()
         dt = time.time() - t0
-        print(json.dumps({"eager_us": eager_us, "graph_us": graph_us, "d2d_copy_us": copy_us,
+        # under capture: how fast snapshots reach the disk (files in KCAP_DIR stop growing)
+        kdir, files, t_last = os.environ.get("KCAP_DIR"), 0, t0
+        if kdir and os.environ.get("LD_PRELOAD"):
+            quiet = 0
+            while quiet < 20 and time.time() - t0 < 120:
+                n = len([f for f in os.listdir(kdir) if f.endswith(".h5")]) if os.path.isdir(kdir) else 0
+                if n != files:
+                    files, t_last, quiet = n, time.time(), 0
+                else:
+                    quiet += 1
+                time.sleep(0.1)
+        print(json.dumps({"files_after_burst": files, "burst_to_last_file_s": t_last - t0,"eager_us": eager_us, "graph_us": graph_us, "d2d_copy_us": copy_us,
+                          "eager_host_us": host_us, "graph_host_us": ghost[len(ghost) // 2],
+                          "device_bytes_taken_after_first_call": kcap_dev_bytes,
                           "captured_bytes": nb, "burst_replays": k, "burst_s": dt,
                           "shape": shape}))
     return 1 if bad else 0

@@ -1,0 +1,404 @@
+/*
+ * kcap_gpu_drain.c — the drainer thread of the zero-stall GPU path: everything that waits
+ * on the GPU happens here, never on a host thread.
+ *
+ * It keeps the ring's memory (allocated within KCAP_RING_BYTES and what the device can
+ * spare, handed back after the process has been disarmed for a while), keeps the device's
+ * graph budget equal to what the host configuration still allows, watches the doorbells in
+ * mapped pinned memory, reads each finished region back through a pinned bounce buffer
+ * straight into the snapshot's tensors (the host holds one copy of a snapshot, whatever its
+ * size), releases the region in ticket order, rebuilds the call through kcap_call_record
+ * with memory ops that map the call's device addresses onto the staged copy, and hands the
+ * snapshot to the writer queue — waiting for room there rather than dropping, since the
+ * ring already holds the bytes. Drops the device counts (ring full, larger than the ring,
+ * no ring memory) are folded into the stats with one log line per reason.
+ */
+#include "kcap_gpu_int.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static pthread_mutex_t g_mem_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int g_log_full, g_log_big, g_log_read, g_log_queue;
+
+#define KCAP_RELEASE_IDLE_NS 2000000000ull /* disarmed this long: give the ring's memory back */
+#define KCAP_ALLOC_RETRY_NS 1000000000ull
+
+/* Run kcap_ring_ctl on our stream and wait for it (the drainer, or a caller's first use). */
+static CUresult kcap_ctl(kring *r, int op, unsigned long long v0, unsigned long long v1,
+                         unsigned long long out[3])
+{
+    const kcap_cu *cu = r->cu;
+    CUdeviceptr ring = r->hdr, o = r->ctl_out;
+    void *params[] = {&ring, &op, &v0, &v1, &o};
+    CUresult e = cu->cuLaunchKernel(r->ctl, 1, 1, 1, 32, 1, 1, 0, r->side, params, NULL);
+    if (e == CUDA_SUCCESS)
+        e = cu->cuMemcpyDtoHAsync(out, r->ctl_out, 3 * sizeof(unsigned long long), r->side);
+    if (e == CUDA_SUCCESS)
+        e = cu->cuStreamSynchronize(r->side);
+    return e;
+}
+
+int kcap_ring_alloc_mem(kring *r)
+{
+    if (atomic_load(&r->base))
+        return 0;
+    pthread_mutex_lock(&g_mem_lock);
+    if (atomic_load(&r->base) || kcap_now_ns() < r->alloc_retry_ns) {
+        int have = atomic_load(&r->base) != 0;
+        pthread_mutex_unlock(&g_mem_lock);
+        return have ? 0 : -1;
+    }
+    const kcap_cu *cu = r->cu;
+    CUstreamCaptureMode m = kcap_relax(cu);
+    size_t fr = 0, tot = 0;
+    CUresult e = cu->cuMemGetInfo(&fr, &tot);
+    uint64_t want = kcap_cfg()->ring_bytes;
+    uint64_t n = e == CUDA_SUCCESS ? kcap_ring_size(want, fr, tot) : 0;
+    CUdeviceptr buf = 0;
+    if (n)
+        e = cu->cuMemAlloc(&buf, (size_t)n);
+    unsigned long long out[3];
+    if (n && e == CUDA_SUCCESS)
+        e = kcap_ctl(r, 1, buf, n, out);
+    if (n && e == CUDA_SUCCESS) {
+        r->cap = n;
+        atomic_store(&r->base, buf);
+        kcap_log(KCAP_LOG_INFO, "GPU staging ring: %llu MiB (bound %llu MiB, %zu MiB were free)",
+                 (unsigned long long)n >> 20, (unsigned long long)want >> 20, fr >> 20);
+    } else {
+        if (buf)
+            cu->cuMemFree(buf);
+        r->alloc_retry_ns = kcap_now_ns() + KCAP_ALLOC_RETRY_NS;
+        kcap_gpu_nomem_log(fr, tot, want);
+    }
+    kcap_unrelax(cu, m);
+    int ok = atomic_load(&r->base) != 0;
+    pthread_mutex_unlock(&g_mem_lock);
+    return ok ? 0 : -1;
+}
+
+/* Disarmed and idle: hand the memory back, if no region is in flight (the device decides,
+ * under the ring's lock, so no gate can place one meanwhile). */
+static void kcap_ring_free_mem(kring *r)
+{
+    unsigned long long out[3] = {0, 0, 0};
+    pthread_mutex_lock(&g_mem_lock);
+    CUdeviceptr b = atomic_load(&r->base);
+    if (b && kcap_ctl(r, 2, 0, 0, out) == CUDA_SUCCESS && out[0]) {
+        atomic_store(&r->base, 0);
+        r->cu->cuMemFree(b);
+        kcap_log(KCAP_LOG_INFO, "GPU staging ring released (disarmed)");
+    }
+    pthread_mutex_unlock(&g_mem_lock);
+}
+
+/* ---------------------------------------------------------------------------------- */
+/* read-back                                                                            */
+
+typedef struct {
+    kring *r;
+    ksite *s;
+    CUdeviceptr region;  /* device address of the region */
+    const char *fixed;   /* host copy of the fixed part */
+    long long nnz;
+} kstaged;
+
+/* Device bytes to host memory through the pinned bounce buffer. */
+static int kcap_dev_read(kring *r, void *dst, CUdeviceptr src, size_t n)
+{
+    const kcap_cu *cu = r->cu;
+    char *d = dst;
+    while (n) {
+        size_t m = n < KCAP_BOUNCE_BYTES ? n : KCAP_BOUNCE_BYTES;
+        if (cu->cuMemcpyDtoHAsync(r->bounce, src, m, r->side) != CUDA_SUCCESS ||
+            cu->cuStreamSynchronize(r->side) != CUDA_SUCCESS)
+            return -1;
+        memcpy(d, r->bounce, m);
+        d += m, src += m, n -= m;
+    }
+    return 0;
+}
+
+/* The fixed-size segment (not kv_indices / KV rows) holding the call's device address p. */
+static const kseg *staged_find(const ksite *s, const char *p, int *index)
+{
+    for (int k = 0; k < KCAP_NSEG_IN + KCAP_NSEG_OUT; k++) {
+        const kseg *g = k < KCAP_NSEG_IN ? &s->seg_in[k] : &s->seg_out[k - KCAP_NSEG_IN];
+        if (!g->src || g->nrows <= 0) /* empty, or nnz-sized (read from the device) */
+            continue;
+        long long n1 = g->n1 > 0 ? g->n1 : 1, last = g->nrows - 1;
+        long long span = (last / n1) * g->s0 + (last % n1) * g->s1 + g->row_bytes;
+        const char *b = (const char *)(uintptr_t)g->src;
+        if (p >= b && p < b + span) {
+            *index = k;
+            return g;
+        }
+    }
+    return NULL;
+}
+
+static int st_copy(void *ctx, void *dst, const void *src, size_t n)
+{
+    kstaged *st = ctx;
+    const char *p = src;
+    char *d = dst;
+    const kseg *ix = &st->s->seg_in[3];
+    if (p >= (const char *)(uintptr_t)ix->src &&
+        p + n <= (const char *)(uintptr_t)ix->src + (size_t)st->nnz * (size_t)ix->idx_size) {
+        size_t off = (size_t)(p - (const char *)(uintptr_t)ix->src);
+        return kcap_dev_read(st->r, dst, st->region + (CUdeviceptr)st->s->fixed_bytes + off, n);
+    }
+    while (n) {
+        int k;
+        const kseg *g = staged_find(st->s, p, &k);
+        if (!g)
+            return -1;
+        long long off = p - (const char *)(uintptr_t)g->src;
+        if (g->nrows == 1) { /* dense */
+            size_t m = (size_t)(g->row_bytes - off) < n ? (size_t)(g->row_bytes - off) : n;
+            memcpy(d, st->fixed + g->dst_off + off, m);
+            d += m, p += m, n -= m;
+            continue;
+        }
+        long long n1 = g->n1 > 0 ? g->n1 : 1, s1 = g->s1 > 0 ? g->s1 : g->row_bytes;
+        long long t = off / g->s0, rem = off % g->s0, h = rem / s1, inner = rem % s1;
+        size_t m;
+        if (h < n1 && inner < g->row_bytes) {
+            m = (size_t)(g->row_bytes - inner) < n ? (size_t)(g->row_bytes - inner) : n;
+            memcpy(d, st->fixed + g->dst_off + (t * n1 + h) * g->row_bytes + inner, m);
+        } else { /* a gap between rows of the view: never part of the stored tensor */
+            long long to = h < n1 ? s1 - inner : g->s0 - rem;
+            m = (size_t)to < n ? (size_t)to : n;
+            memset(d, 0, m);
+        }
+        d += m, p += m, n -= m;
+    }
+    return 0;
+}
+
+static int st_gather(void *ctx, void *dst, const void *pool, size_t row_bytes, size_t stride,
+                     const int64_t *rows, size_t nrows)
+{
+    kstaged *st = ctx;
+    (void)rows; /* the device gathered exactly these rows, in this order */
+    const kseg *g = &st->s->seg_in[KCAP_SEG_KV];
+    if ((uintptr_t)pool != g->src || row_bytes != (size_t)g->row_bytes || stride != (size_t)g->s0 ||
+        (long long)nrows != st->nnz)
+        return -1;
+    long long off = st->s->fixed_bytes + ((st->nnz * g->idx_size + 15) & ~15ll);
+    return kcap_dev_read(st->r, dst, st->region + (CUdeviceptr)off, nrows * row_bytes);
+}
+
+/* Wait for room in the writer queue (the ring holds the bytes meanwhile); 0 when queued
+ * room is there, -1 when it never will be (larger than the cap) or we are stopping. */
+static int kcap_wait_queue(kring *r, size_t bytes)
+{
+    if (bytes > kcap_cfg()->queue_bytes) {
+        kcap_log_once(&g_log_queue, KCAP_LOG_WARN,
+                      "a %zu-byte GPU snapshot is larger than KCAP_QUEUE_BYTES=%llu: dropped and "
+                      "counted as queue; raise KCAP_QUEUE_BYTES", bytes,
+                      (unsigned long long)kcap_cfg()->queue_bytes);
+        return -1;
+    }
+    while (!kcap_queue_would_fit(bytes)) {
+        if (atomic_load(&r->stop))
+            return -1;
+        struct timespec ts = {0, 500000L};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+/* Push the released front to the device (tail may only grow: a stale value is safe). */
+static void kcap_push_tail(kring *r)
+{
+    const kcap_cu *cu = r->cu;
+    unsigned long long v[2] = {r->books->tail, r->books->tail_ticket};
+    if (cu->cuMemcpyHtoDAsync(r->hdr + offsetof(kring_dev, tail), &v[0], 8, r->side) == CUDA_SUCCESS &&
+        cu->cuMemcpyHtoDAsync(r->hdr + offsetof(kring_dev, tail_ticket), &v[1], 8, r->side) == CUDA_SUCCESS)
+        cu->cuStreamSynchronize(r->side);
+}
+
+/* One doorbell: read the region back into a snapshot, release it, queue the snapshot. */
+static void kcap_drain_one(kring *r, const kbell *b)
+{
+    ksite *s = kcap_site(r, b->site_id);
+    int ok = s && (s->graph || s->gen == b->gen) && !b->status;
+    size_t bytes = (size_t)(b->end - b->start);
+    kcap_snapshot *snap = NULL;
+    kcap_error err = {0};
+    char *fixed = NULL;
+    int rc = ok ? 0 : KCAP_ERR_CORRUPT;
+    if (!rc && kcap_wait_queue(r, bytes))
+        rc = KCAP_ERR_FULL;
+    CUdeviceptr base = atomic_load(&r->base);
+    if (!rc && !(fixed = malloc(s->fixed_bytes ? (size_t)s->fixed_bytes : 1)))
+        rc = KCAP_ERR_NOMEM;
+    CUdeviceptr region = base + (CUdeviceptr)(b->start % r->cap);
+    if (!rc && kcap_dev_read(r, fixed, region, (size_t)s->fixed_bytes))
+        rc = KCAP_ERR_IO;
+    if (!rc) {
+        kstaged st = {r, s, region, fixed, b->nnz};
+        kcap_mem_ops ops = {0};
+        ops.ctx = &st;
+        ops.copy_to_host = st_copy;
+        ops.gather_rows = st_gather;
+        const kcap_call_desc *d = kcap_call_find(kcap_call_name(s->sl->call));
+        snap = kcap_snapshot_create();
+        rc = snap && d ? kcap_call_record(d, &s->args, KCAP_ARG_IN, &ops, snap, &err) : KCAP_ERR_NOMEM;
+        if (!rc)
+            rc = kcap_call_record(d, &s->args, KCAP_ARG_OUT, &ops, snap, &err);
+    }
+    free(fixed);
+    /* the region is free again as soon as its bytes are on the host */
+    if (kcap_ring_books_done(r->books, b->ticket, b->end) > 0)
+        kcap_push_tail(r);
+    uint64_t seq = s && s->graph ? (uint64_t)b->ticket - 1 : s ? s->seq : 0;
+    if (!rc) {
+        kcap_devctx dc = {0};
+        dc.cu = r->cu;
+        kcap_fill_meta(s->sl, &snap->meta, seq, &dc);
+        snap->meta.in_stream_capture = s->graph;
+        snap->meta.call_status = s->status;
+        size_t nb = kcap_snapshot_bytes(snap);
+        if (kcap_queue_push(snap, seq, snap->meta.rank))
+            rc = KCAP_ERR_FULL;
+        else
+            atomic_fetch_add(&kcap_g_stats.bytes_accepted, nb);
+    }
+    if (rc == KCAP_ERR_FULL) {
+        atomic_fetch_add(&kcap_g_stats.dropped_queue, 1);
+    } else if (rc) {
+        atomic_fetch_add(&kcap_g_stats.failed_record, 1);
+        kcap_log_once(&g_log_read, KCAP_LOG_WARN, "a staged GPU snapshot could not be read back: %s",
+                      b->status ? "an index was outside the KV pool" : !ok ? "bad doorbell"
+                      : err.msg[0] ? err.msg : kcap_err_string(rc));
+    }
+    if (rc)
+        kcap_snapshot_free(snap);
+    else
+        atomic_fetch_add(&kcap_g_stats.captured, 1);
+    if (s && s->graph) {
+        r->graph_settled++;
+        if (!rc) {
+            atomic_fetch_add(&kcap_g_stats.graph_captured, 1);
+            kcap_graph_snapshot_taken();
+        }
+    } else if (s && s->gen == b->gen && atomic_exchange(&s->pending, 0)) {
+        kcap_gpu_eager_settled(!rc);
+    }
+}
+
+/* Eager launches the device chose not to capture (ring full, ...): settle them now, so the
+ * budget unit goes back and the site is free. */
+static void kcap_settle_eager_drops(kring *r)
+{
+    for (int i = 0; i < KCAP_EAGER_SITES; i++) {
+        ksite *s = kcap_site(r, i);
+        if (!atomic_load(&s->pending))
+            continue;
+        unsigned long long o = r->outcome[i];
+        if ((unsigned int)(o >> 1) == s->gen && !(o & 1) && atomic_exchange(&s->pending, 0))
+            kcap_gpu_eager_settled(0);
+    }
+}
+
+/* Device drop counters into the stats, with one line per reason saying what to do. */
+static int kcap_read_device(kring *r, kring_dev *h)
+{
+    const kcap_cu *cu = r->cu;
+    if (cu->cuMemcpyDtoHAsync(h, r->hdr, sizeof *h, r->side) != CUDA_SUCCESS ||
+        cu->cuStreamSynchronize(r->side) != CUDA_SUCCESS)
+        return -1;
+    unsigned int now[3] = {h->drops_full, h->drops_big, h->drops_nomem};
+    atomic_ullong *ctr[3] = {&kcap_g_stats.dropped_ring_full, &kcap_g_stats.dropped_ring_big,
+                             &kcap_g_stats.dropped_ring_nomem};
+    for (int k = 0; k < 3; k++) {
+        if (now[k] == r->last_drops[k])
+            continue;
+        atomic_fetch_add(ctr[k], now[k] - r->last_drops[k]);
+        r->last_drops[k] = now[k];
+        if (k == 0)
+            kcap_log_once(&g_log_full, KCAP_LOG_WARN,
+                          "GPU staging ring full (%llu MiB): calls dropped and counted as ring_full; "
+                          "the writer is slower than the calls — select fewer (KCAP_EVERY, "
+                          "KCAP_CALLS) or raise KCAP_RING_BYTES", r->cap >> 20);
+        else if (k == 1)
+            kcap_log_once(&g_log_big, KCAP_LOG_WARN,
+                          "a %llu-byte snapshot is larger than the GPU staging ring (%llu bytes): "
+                          "dropped and counted as too_big; raise KCAP_RING_BYTES above it",
+                          h->big_need, r->cap);
+        else
+            kcap_gpu_nomem_log(0, 0, kcap_cfg()->ring_bytes);
+    }
+    return 0;
+}
+
+void *kcap_drainer_main(void *arg)
+{
+    kring *r = arg;
+    const kcap_cu *cu = r->cu;
+    cu->cuCtxSetCurrent(r->ctx);
+    kcap_relax(cu); /* this thread's CUDA calls never disturb a host's graph capture */
+    unsigned long long max_seen = 0;
+    uint64_t last_read = 0;
+    r->idle_since_ns = kcap_now_ns();
+    while (!atomic_load(&r->stop)) {
+        unsigned int want = kcap_device_budget();
+        uint64_t now = kcap_now_ns();
+        if (want) {
+            r->idle_since_ns = now;
+            if (!atomic_load(&r->base))
+                kcap_ring_alloc_mem(r);
+        }
+        unsigned long long limit = r->graph_settled + want, out[3];
+        if (limit != r->pushed_limit && kcap_ctl(r, 0, limit, 0, out) == CUDA_SUCCESS)
+            r->pushed_limit = limit;
+        int got = 0;
+        /* doorbells from the front to a little past the newest seen (streams may finish out
+           of order) */
+        unsigned long long t0 = r->books->tail_ticket + 1, t1 = (max_seen > t0 ? max_seen : t0) + 64;
+        if (t1 - t0 > KCAP_RING_NREC)
+            t1 = t0 + KCAP_RING_NREC;
+        for (unsigned long long t = t0; t < t1; t++) {
+            unsigned i = (unsigned)(t % KCAP_RING_NREC);
+            if (r->bell[i].ticket != t || r->seen[i] == t)
+                continue;
+            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            kbell b;
+            memcpy(&b, (const void *)&r->bell[i], sizeof b);
+            r->seen[i] = t;
+            if (t > max_seen)
+                max_seen = t;
+            kcap_drain_one(r, &b);
+            got = 1;
+        }
+        kcap_settle_eager_drops(r);
+        if (now - last_read > (want ? 2000000ull : 20000000ull)) {
+            kring_dev h;
+            if (!kcap_read_device(r, &h)) {
+                int pending = 0;
+                for (int i = 0; i < KCAP_EAGER_SITES; i++)
+                    pending |= atomic_load(&kcap_site(r, i)->pending);
+                atomic_store(&r->all_drained, h.tickets == r->books->tail_ticket && !pending);
+            }
+            last_read = now;
+        }
+        if (!want && atomic_load(&r->base) && now - r->idle_since_ns > KCAP_RELEASE_IDLE_NS &&
+            r->books->tail_ticket == max_seen)
+            kcap_ring_free_mem(r);
+        if (!got) {
+            struct timespec ts = {0, want ? 100000L : 20000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    /* final device drop count for the stats line */
+    kring_dev h;
+    kcap_read_device(r, &h);
+    return NULL;
+}

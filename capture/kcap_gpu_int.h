@@ -1,0 +1,136 @@
+/*
+ * kcap_gpu_int.h — what the two halves of the zero-stall GPU path share: the call side
+ * (kcap_gpu.c: sites, staging launches on the caller's stream) and the drainer thread
+ * (kcap_gpu_drain.c: ring memory, doorbells, read-back, snapshot rebuild). The device
+ * structs mirror kcap_gather.cu's (keep them in sync). Internal to libkcap.so.
+ */
+#ifndef KCAP_GPU_INT_H
+#define KCAP_GPU_INT_H
+
+#include "kcap_cap.h"
+#include "kcap_cu.h"
+#include "kcap_ring.h"
+
+#include <pthread.h>
+
+#define KCAP_MAX_SEGS 10
+/* Eager calls reuse a small set of sites; a graph call keeps its site for the graph's life.
+ * Sites live in chunks allocated as graphs are captured (device: 48 bytes a site). */
+#define KCAP_EAGER_SITES 64
+#define KCAP_SITE_CHUNK 1024
+#define KCAP_SITE_CHUNKS 1024 /* 1,048,576 sites: far beyond what a service captures */
+#define KCAP_NSEG_IN 5  /* kv_indptr, q, visibility, kv_indices, KV rows */
+#define KCAP_SEG_KV 4   /* the KV rows are always the last input segment */
+#define KCAP_NSEG_OUT 2 /* o, lse */
+#define KCAP_STAGE_THREADS 512
+#define KCAP_BOUNCE_BYTES (8u << 20) /* pinned bounce buffer of the read-back */
+
+typedef struct {
+    unsigned long long src;
+    long long dst_off, row_bytes, nrows, s0, s1, n1;
+    unsigned long long idx;
+    int idx_size, pad;
+    long long pool_rows;
+} kseg;
+
+typedef struct {
+    unsigned long long ring, site, bell, outcome, indptr;
+    long long fixed_bytes, per_nnz_bytes;
+    int bs, phase, nsegs, site_id, force;
+    unsigned int gen;
+    kseg seg[KCAP_MAX_SEGS];
+} kstage_args;
+
+typedef struct {
+    unsigned long long base, cap, head, tail, tickets, tail_ticket, graph_taken, graph_limit,
+        big_need;
+    unsigned int lock, drops_full, drops_big, drops_nomem;
+} kring_dev;
+
+typedef struct {
+    unsigned long long start, end;
+    long long nnz;
+    unsigned long long ticket;
+    unsigned int done;
+    int valid, status;
+    unsigned int gen;
+} ksite_dev;
+
+typedef struct {
+    unsigned long long start, end;
+    long long nnz;
+    int site_id;
+    unsigned int gen;
+    int status;
+    int pad;
+    unsigned long long ticket;
+} kbell;
+
+/* What the host remembers of a call site to rebuild its snapshots. */
+typedef struct ksite {
+    int graph;
+    vattn_args args;
+    kcap_slot *sl;
+    kseg seg_in[KCAP_NSEG_IN], seg_out[KCAP_NSEG_OUT];
+    long long fixed_bytes;
+    int status;             /* the real call's return */
+    uint64_t seq;
+    /* eager sites only */
+    int used;
+    unsigned int gen;       /* launch number, echoed by the device in outcome and doorbell */
+    atomic_int pending;     /* launched, not yet settled (captured or dropped) */
+    uint64_t launched_ns;
+    CUevent done;           /* the phase-1 kernel has run */
+} ksite;
+
+typedef struct kring {
+    const kcap_cu *cu;
+    CUcontext ctx;
+    CUmodule mod;
+    CUfunction stage, gate, ctl;
+    int nblocks;                     /* staging grid: 2 blocks per SM */
+    CUdeviceptr hdr;                 /* kring_dev */
+    CUdeviceptr ctl_out;             /* 3 words written by kcap_ring_ctl */
+    CUdeviceptr site_dev[KCAP_SITE_CHUNKS];
+    ksite *site_host[KCAP_SITE_CHUNKS];
+    int nsites;                      /* sites handed out (eager ones first) */
+    int next_eager;
+    volatile kbell *bell;            /* pinned, mapped: [KCAP_RING_NREC] */
+    volatile unsigned long long *outcome; /* pinned, mapped: [KCAP_EAGER_SITES] */
+    void *bounce;                    /* pinned, KCAP_BOUNCE_BYTES */
+    CUstream side;
+    /* ring memory: set by the drainer (or the first eager call), read by callers */
+    _Atomic unsigned long long base;
+    unsigned long long cap;
+    uint64_t alloc_retry_ns;         /* no new allocation attempt before this */
+    kcap_ring_books *books;          /* drainer only */
+    unsigned long long seen[KCAP_RING_NREC]; /* drainer: last ticket drained per doorbell */
+    /* graph budget bookkeeping (drainer): limit = graph snapshots settled + budget left */
+    unsigned long long graph_settled, pushed_limit;
+    unsigned int last_drops[3];
+    uint64_t idle_since_ns;
+    pthread_t drainer;
+    int drainer_running;
+    atomic_int stop, all_drained;
+} kring;
+
+extern pthread_mutex_t kcap_g_ring_lock; /* sites and ring creation */
+
+ksite *kcap_site(kring *r, int sid);
+CUdeviceptr kcap_site_dev(kring *r, int sid);
+/* Ring memory: allocate within the bound and the device's spare memory (0 ok, -1 none). */
+int kcap_ring_alloc_mem(kring *r);
+/* Log once why there is no ring (kcap_gpu.c). */
+void kcap_gpu_nomem_log(unsigned long long free_b, unsigned long long total_b, unsigned long long want);
+/* The drainer thread (kcap_gpu_drain.c). */
+void *kcap_drainer_main(void *arg);
+/* Capture-mode switch around CUDA calls made while a host thread may be capturing. */
+CUstreamCaptureMode kcap_relax(const kcap_cu *cu);
+void kcap_unrelax(const kcap_cu *cu, CUstreamCaptureMode m);
+
+/* kcap_capture.c */
+unsigned int kcap_device_budget(void);
+void kcap_graph_snapshot_taken(void);
+void kcap_gpu_eager_settled(int captured);
+
+#endif

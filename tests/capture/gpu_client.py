@@ -16,6 +16,9 @@ Modes:
   sites  a dormant process captures --graphs graphs of --layers calls each, largest batch
          first (as SGLang does), then arms itself (`kcap arm --count K`) and replays the
          last-captured, smallest graph N times; dumps each replay.
+  fault  N good eager calls, then one whose q points at unmapped device memory: the CUDA
+         context fails (illegal address); the process must end as it does bare (exit 3 after
+         the CUDA error), never hang or die by a signal under libkcap.
   bench  timings (see bench_capture_gpu.sh); prints one JSON line.
 
 --shape BS,H,QLEN,PREFIX sets the call's geometry (prefix = longest request's prefix).
@@ -204,6 +207,24 @@ def main():
             torch.cuda.synchronize()
             if a.dump:
                 cg.dump(a.dump, f"g{a.seed}-r{i}", status[0], True)
+    elif a.mode == "fault":
+        cs = [Call(g, *shape) for _ in range(a.n)]
+        with torch.cuda.stream(stream):
+            for c in cs:
+                bad += call(c, workspace(c), stream) != 0
+        torch.cuda.synchronize()
+        c = Call(g, *shape)
+        ws = workspace(c)
+        c.args.q = 0x7f0000000000  # no such device memory: the kernel faults
+        try:
+            with torch.cuda.stream(stream):
+                call(c, ws, stream)
+            torch.cuda.synchronize()
+            print("fault: no CUDA error raised", file=sys.stderr)
+            return 1
+        except RuntimeError as e:
+            print("fault: CUDA error as expected:", str(e).splitlines()[0], file=sys.stderr)
+            return 3 if not bad else 1
     elif a.mode == "sites":
         # SGLang's order: largest batch first; every layer's call in a graph is identical
         graphs = []

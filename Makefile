@@ -23,7 +23,8 @@ CC ?= cc
 PYTHON ?= /usr/bin/python3
 PREFIX ?= /usr/local
 
-DEB_PACKAGES := libhdf5-dev libzstd-dev hdf5-tools python3-h5py python3-numpy clang libclang-rt-dev
+DEB_PACKAGES := libhdf5-dev libzstd-dev hdf5-tools python3-h5py python3-numpy python3-pytest \
+	clang libclang-rt-dev
 HDF5_CFLAGS := $(shell pkg-config --cflags hdf5 2>/dev/null || echo -I/usr/include/hdf5/serial)
 HDF5_LIBS := $(shell pkg-config --libs hdf5 2>/dev/null || echo -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5)
 
@@ -60,6 +61,7 @@ include capture/module.mk
 include replay/module.mk
 include cli/module.mk
 include tests/module.mk
+include python/module.mk
 
 -include $(shell find $(OBJ) -name '*.d' 2>/dev/null)
 

@@ -18,6 +18,7 @@
 
 #include "kcap_bench.h"
 #include "kcap_kernlib.h"
+#include "kcap_saveout.h"
 
 struct kcap_replayer {
     kcap_replay_opts o;
@@ -27,6 +28,7 @@ struct kcap_replayer {
     const char *ref_name;
     char ref_path[4096];
     kcap_dev *dev;       /* borrowed from the caller; NULL while no CUDA library is loaded */
+    kcap_writer *writer; /* --save-outputs, created on first use */
 };
 
 void kcap_replay_opts_default(kcap_replay_opts *o)
@@ -113,6 +115,7 @@ void kcap_replayer_free(kcap_replayer *r)
         return;
     kcap_kernlib_free(r->ref);
     kcap_kernlib_free(r->kern);
+    kcap_writer_free(r->writer);
     free(r);
 }
 
@@ -455,6 +458,14 @@ int kcap_replayer_run(kcap_replayer *r, const char *path, kcap_case_result *res)
         judge(r, snap, outs, NULL, res->q_len, &res->vs_captured);
         if (want_ref == 1)
             judge(r, snap, outs, ref_outs, res->q_len, &res->vs_ref);
+        if (r->o.save_dir &&
+            (rc = kcap_save_outputs(&r->writer, r->o.save_dir, res->name, snap, outs,
+                                    kcap_kernlib_path(r->kern), kcap_kernlib_hash(r->kern),
+                                    res->saved, sizeof res->saved, &e))) {
+            res->saved[0] = '\0';
+            set_case_error(res, rc, &e);
+            goto done;
+        }
     }
 
     double t5 = now_ms();

@@ -4,7 +4,7 @@
  *
  * Metadata is a table of (name, kind, offset) so a new kcap_meta field is one line here and
  * appears in Python without a change there. Self-contained on purpose (formats + common
- * only): formats/module.mk compiles every formats/*.c into the fuzz target.
+ * only): formats/module.mk compiles every .c file of formats/ into the fuzz target.
  */
 #include "kcap_export.h"
 

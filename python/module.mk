@@ -16,4 +16,6 @@ $(KCAP_FMT_SO): $(OBJ)/formats/kcap_export.o $(FORMATS_LIB) $(OBJ)/common/kcap_e
 	  $(OBJ)/formats/kcap_export.o $(FORMATS_LIB) $(OBJ)/common/kcap_error.o $(FORMATS_LIBS)
 
 ALL_TARGETS += $(KCAP_FMT_SO)
-TESTS += tests/python/test_python_pkg.sh
+# the package and the CLI features it uses; staged make install/uninstall; the CUDA-less
+# build's stub header against the real one
+TESTS += tests/python/test_python_pkg.sh tests/e2e/test_install.sh tests/e2e/test_nocuda_header.sh

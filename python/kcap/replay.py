@@ -12,15 +12,18 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def find_kcap(explicit=None):
-    """Path of the kcap binary: explicit, $KCAP_BIN, the in-tree build, PATH, else None."""
+    """Path of the kcap binary: explicit, $KCAP_BIN, the in-tree build, the installed
+    PREFIX/bin (PREFIX/lib/pythonX.Y/dist-packages/kcap), PATH, else None."""
     if explicit:
         return explicit
     if os.environ.get("KCAP_BIN"):
         return os.environ["KCAP_BIN"]
     root = os.path.dirname(os.path.dirname(_HERE))
     tree = os.path.join(root, os.environ.get("KCAP_BUILD", "build"), "bin", "kcap")
-    if os.access(tree, os.X_OK):
-        return tree
+    prefix = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(_HERE))))
+    for p in (tree, os.path.join(prefix, "bin", "kcap")):
+        if os.access(p, os.X_OK):
+            return p
     return shutil.which("kcap")
 
 

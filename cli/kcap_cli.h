@@ -18,7 +18,12 @@ int kcap_cmd_arm(int argc, char **argv);
 int kcap_cmd_replay(int argc, char **argv);
 int kcap_cmd_diff(int argc, char **argv);
 int kcap_cmd_dump(int argc, char **argv);   /* replay/kcap_cmd_dump.c */
-int kcap_cmd_export(int argc, char **argv); /* cli/kcap_cmd_export.c: python3 -m kcap */
+int kcap_cmd_export(int argc, char **argv); /* cli/kcap_python.c: python3 -m kcap */
+
+/* Run `python3 -m kcap ARGS...` (NULL-terminated) with the kcap package of this build or
+ * installation on PYTHONPATH, and wait: its exit status, or -1 (a message naming `who`
+ * was printed) when it could not run. */
+int kcap_cli_run_python(const char *const *args, const char *who);
 
 /* Directory holding build/bin/kcap's siblings (…/build), found from /proc/self/exe, so the
  * CLI can locate build/lib/libkcap.so and build/plugins without installation. */

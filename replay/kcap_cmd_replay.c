@@ -26,6 +26,9 @@ typedef struct cmd_opts {
     kcap_replay_opts ro;
     const char *json;
     const char *junit;
+    const char *report;    /* --report DIR: replay.json, outputs/, index.html + heatmaps */
+    char report_outputs[4200];
+    char report_json[4200];
     FILE *out;      /* the table: stdout, or stderr when a document goes to stdout */
     int watch;
     int watch_runs; /* stop after this many runs (0 = until a signal) */
@@ -70,6 +73,9 @@ static void usage(FILE *f)
             "                      snapshot (- = stdout)\n"
             "  --save-outputs DIR  write each replayed snapshot with the kernel-under-test's\n"
             "                      outputs (and its lib_path/lib_hash) to DIR/<name>\n"
+            "  --report DIR        an HTML page DIR/index.html: every case, and per failing\n"
+            "                      case error heatmaps (token x head, matplotlib) from the\n"
+            "                      outputs saved in DIR/outputs (python3 -m kcap report)\n"
             "  --device N          CUDA device ordinal (default 0)\n"
             "  --quiet             print only failing rows, problems and the summary\n"
             "\n"
@@ -105,7 +111,7 @@ static int parse_int(const char *opt, const char *s, int lo, int *out)
 static int parse(int argc, char **argv, cmd_opts *c)
 {
     enum { O_REF_LIB = 256, O_LSE_ATOL, O_LSE_RTOL, O_ITERS, O_WARMUP, O_WATCH_RUNS, O_DEVICE,
-           O_POOL, O_JUNIT, O_SAVE };
+           O_POOL, O_JUNIT, O_SAVE, O_REPORT };
     static const struct option lo[] = {
         {"kernel", required_argument, 0, 'k'},  {"ref", required_argument, 0, 'r'},
         {"ref-lib", required_argument, 0, O_REF_LIB}, {"bench", no_argument, 0, 'b'},
@@ -118,6 +124,7 @@ static int parse(int argc, char **argv, cmd_opts *c)
         {"watch-runs", required_argument, 0, O_WATCH_RUNS},
         {"device", required_argument, 0, O_DEVICE}, {"quiet", no_argument, 0, 'q'},
         {"junit", required_argument, 0, O_JUNIT}, {"save-outputs", required_argument, 0, O_SAVE},
+        {"report", required_argument, 0, O_REPORT},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     memset(c, 0, sizeof *c);
     kcap_replay_opts_default(&c->ro);
@@ -148,6 +155,7 @@ static int parse(int argc, char **argv, cmd_opts *c)
         case 'j': c->json = optarg; break;
         case O_JUNIT: c->junit = optarg; break;
         case O_SAVE: c->ro.save_dir = optarg; break;
+        case O_REPORT: c->report = optarg; break;
         case 'q': c->quiet = 1; break;
         case 'a':
             if (parse_double("--atol", optarg, &c->ro.tol_half.atol))
@@ -218,6 +226,13 @@ static int parse(int argc, char **argv, cmd_opts *c)
         return 2;
     }
     c->out = kcap_doc_is_stdout(c->json) || kcap_doc_is_stdout(c->junit) ? stderr : stdout;
+    if (c->report) { /* the page is drawn from the JSON and the saved outputs */
+        snprintf(c->report_json, sizeof c->report_json, "%s/replay.json", c->report);
+        if (!c->ro.save_dir) {
+            snprintf(c->report_outputs, sizeof c->report_outputs, "%s/outputs", c->report);
+            c->ro.save_dir = c->report_outputs;
+        }
+    }
     return 0;
 }
 
@@ -270,6 +285,27 @@ static int write_junit(const cmd_opts *c, const kcap_case_result *cases, int n, 
     free(detail);
     free(jc);
     return rc;
+}
+
+/* --report: the run's JSON beside the saved outputs, then the Python side draws the page. */
+static int write_report(const cmd_opts *c, const kcap_run_info *info,
+                        const kcap_case_result *cases, int n)
+{
+    kcap_error err = {0};
+    if (kcap_mkdir_private(c->report, &err) ||
+        kcap_report_json(c->report_json, info, cases, n, &err)) {
+        fprintf(stderr, "kcap replay: --report %s: %s\n", c->report, err.msg);
+        return 1;
+    }
+    const char *args[] = {"report", c->report, NULL};
+    int rc = kcap_cli_run_python(args, "kcap replay --report");
+    if (rc != 0) {
+        fprintf(stderr, "kcap replay: --report %s: python3 -m kcap report failed (%d)\n",
+                c->report, rc);
+        return 1;
+    }
+    fprintf(c->out, "report: %s/index.html\n", c->report);
+    return 0;
 }
 
 /* One run over the whole set. Returns the exit status of the run (0 all pass, 1 not). */
@@ -344,6 +380,8 @@ static int run_once(const cmd_opts *c, kcap_dev **dev, int run_no)
         all = 0;
     }
     if (c->junit && write_junit(c, cases, n, info.wall_ms))
+        all = 0;
+    if (c->report && write_report(c, &info, cases, n))
         all = 0;
     free(cases);
     kcap_snapfiles_free(&files);

@@ -2,12 +2,14 @@
 
     python3 -m kcap export FILE --to npz [-o OUT] [--raw]
     python3 -m kcap show FILE            (tensor names, shapes, dtypes)
+    python3 -m kcap report DIR           (DIR/index.html from `kcap replay --report DIR`)
 Exit status: 0 ok, 1 the file could not be read/written, 2 usage error.
 """
 import argparse
 import sys
 
 from . import export as _export
+from . import report as _report
 from .snapshot import SnapshotError, load
 
 
@@ -21,11 +23,15 @@ def main(argv=None):
     e.add_argument("--raw", action="store_true", help="keep bf16 as uint16 bits")
     s = sub.add_parser("show", help="list a snapshot's tensors")
     s.add_argument("file")
+    r = sub.add_parser("report", help="HTML page of a `kcap replay --report DIR` run")
+    r.add_argument("dir")
     a = p.parse_args(argv)
     try:
         if a.cmd == "export":
             out = _export.export(a.file, a.to, a.output, raw=a.raw)
             print("wrote %s" % out)
+        elif a.cmd == "report":
+            _report.write(a.dir)
         else:
             snap = load(a.file)
             for t in snap.tensors:

@@ -24,7 +24,7 @@ PYTHON ?= /usr/bin/python3
 PREFIX ?= /usr/local
 
 DEB_PACKAGES := libhdf5-dev libzstd-dev hdf5-tools python3-h5py python3-numpy python3-pytest \
-	python3-matplotlib clang libclang-rt-dev
+	python3-matplotlib pkg-config clang libclang-rt-dev
 HDF5_CFLAGS := $(shell pkg-config --cflags hdf5 2>/dev/null || echo -I/usr/include/hdf5/serial)
 HDF5_LIBS := $(shell pkg-config --libs hdf5 2>/dev/null || echo -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5)
 

@@ -12,13 +12,8 @@ cd "$(dirname "$0")/.."
 B=${KCAP_BUILD:-build}
 OUT=${1:-tests/golden/snapshots}
 PY=${GPU_PYTHON:-python3}
-# the folder's per-case settings (kcap-manifest.toml) survive regeneration
-manifest=$(mktemp)
-[ -f "$OUT/kcap-manifest.toml" ] && cp "$OUT/kcap-manifest.toml" "$manifest"
 rm -rf "$OUT"
 mkdir -p "$OUT"
-[ -s "$manifest" ] && cp "$manifest" "$OUT/kcap-manifest.toml"
-rm -f "$manifest"
 # name            bs heads q_len max_prefix steps layers  (step 1 = tree mask, step 0 = causal)
 cases=(
   "h16_q8         4  16  8    800  2 1"

@@ -149,3 +149,15 @@ def test_export_npz(tmp_path):
         assert int(z["scalars/bs"]) == s.scalars["bs"]
     p = run(KCAP, "export", tmp_path / "none.h5", "--to", "npz")
     assert p.returncode == 1 and "none.h5" in p.stderr.decode()
+
+
+def test_save_outputs_refuses_a_second_file_of_the_same_name(small_corpus, tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(small_corpus / "h8_q1_s0.h5", other / "h8_q1_s0.h5")
+    p = replay([small_corpus, other], CPU_LIB, "--save-outputs", tmp_path / "s", "--json", "-")
+    assert p.returncode == 1
+    cases = json.loads(p.stdout.decode())["cases"]
+    bad = [c for c in cases if c["status"] == "error"]
+    assert len(bad) == 1 and "another snapshot named h8_q1_s0.h5" in bad[0]["error"]
+    assert len(os.listdir(tmp_path / "s")) == 3

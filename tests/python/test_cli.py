@@ -161,3 +161,17 @@ def test_save_outputs_refuses_a_second_file_of_the_same_name(small_corpus, tmp_p
     bad = [c for c in cases if c["status"] == "error"]
     assert len(bad) == 1 and "another snapshot named h8_q1_s0.h5" in bad[0]["error"]
     assert len(os.listdir(tmp_path / "s")) == 3
+
+
+def test_diff_files_json_stdout_and_junit(tmp_path):
+    a = golden("h8_q1_s0.h5")
+    p = run(KCAP, "diff", a, a, "--json", "-", "--junit", tmp_path / "j.xml", check=0)
+    doc = json.loads(p.stdout.decode())  # the table went to stderr
+    assert doc["same"] is True and doc["schema_version"] == 1
+    assert {t["status"] for t in doc["tensors"]} == {"bitwise"}
+    assert "snapshots agree" in p.stderr.decode()
+    suite = ET.parse(tmp_path / "j.xml").getroot().find("testsuite")
+    assert suite.get("tests") == "1" and suite.get("failures") == "0"
+    p = run(KCAP, "diff", a, golden("h16_q8_s1.h5"), "--junit", "-", check=1)
+    case = ET.fromstring(p.stdout).find("testsuite/testcase")
+    assert case.get("name") == "h8_q1_s0.h5" and case.find("failure") is not None

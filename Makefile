@@ -121,7 +121,8 @@ demo: all
 # libhdf5's compiled-in default plugin directory (asked of the library: Debian and upstream
 # differ), so h5dump / h5py read snapshots with no HDF5_PLUGIN_PATH; override with
 # HDF5_PLUGIN_DIR=. The Python package goes where $(PYTHON) looks for PREFIX's packages,
-# with a dist-info that registers the pytest plugin (pytest --kcap-golden needs no -p).
+# with python/kcap-VERSION.dist-info, which registers the pytest plugin (pytest --kcap-golden
+# needs no -p; in-tree the same with PYTHONPATH=python).
 KCAP_VERSION_STR := $(shell sed -n 's/^\#define KCAP_VERSION "\(.*\)"/\1/p' cli/kcap_cli.h)
 PY_VER := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)
 PYTHON_SITE ?= $(PREFIX)/lib/python$(PY_VER)/dist-packages
@@ -143,10 +144,7 @@ install: all
 	install -m 0644 kernels/verify_attn.h $$D$$P/include/; \
 	install -m 0644 $(INSTALL_HEADERS) $$D$$P/include/kcap/; \
 	install -m 0644 $(PY_PKG_FILES) $$D$$S/kcap/; \
-	printf 'Metadata-Version: 2.1\nName: kcap\nVersion: $(KCAP_VERSION_STR)\nSummary: kcap snapshots in numpy, torch and pytest\n' \
-	  > $$D$$S/$(KCAP_DISTINFO)/METADATA; \
-	printf '[pytest11]\nkcap = kcap.testing\n' > $$D$$S/$(KCAP_DISTINFO)/entry_points.txt; \
-	printf 'kcap\n' > $$D$$S/$(KCAP_DISTINFO)/top_level.txt; \
+	install -m 0644 python/$(KCAP_DISTINFO)/* $$D$$S/$(KCAP_DISTINFO)/; \
 	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: kcap\nDescription: kcap snapshot reader (libkcapfmt) and the verify-attention ABI header\nVersion: $(KCAP_VERSION_STR)\nCflags: -I$${includedir} -I$${includedir}/kcap\nLibs: -L$${libdir} -lkcapfmt\n' \
 	  "$$P" > $$D$$P/lib/pkgconfig/kcap.pc; \
 	install -m 0644 cli/kcap.1 $$D$(MANDIR)/man1/; \

@@ -1,8 +1,9 @@
 """testing.py — pytest plugin: one test per snapshot of a golden folder.
 
-    pytest -p kcap.testing --kcap-golden DIR --kcap-kernel LIB.so [-k NAME] [--junitxml F]
+    pytest [-p kcap.testing] --kcap-golden DIR --kcap-kernel LIB.so [-k NAME] [--junitxml F]
 
-(after `make install` the plugin is registered, so `-p kcap.testing` is not needed.)
+(python/kcap-VERSION.dist-info registers the plugin as the pytest11 entry point
+"kcap.testing": with PYTHONPATH=python or after `make install`, -p is not needed.)
 Each *.h5 under DIR becomes an item named after the file, replayed by `kcap replay FILE
 --kernel LIB --json -` with the settings the folder's kcap-manifest.toml/.json gives that
 case (tolerances, reference, pool mode, skip, xfail: see kcap.manifest). A failure shows

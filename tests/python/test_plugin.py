@@ -105,3 +105,22 @@ def test_plugin_usage_errors(small_corpus, tmp_path):
     assert p.returncode == 4 and "bogus" in p.stderr.decode() + p.stdout.decode()
     p = pytest_run(small_corpus, tmp_path / "missing.so", cwd=tmp_path)
     assert p.returncode == 4 and "missing.so" in p.stderr.decode()
+
+
+def test_plugin_autoloads_without_p(small_corpus, tmp_path):
+    """python/kcap-VERSION.dist-info registers the plugin: PYTHONPATH=python is enough."""
+    write_manifest(small_corpus, '[defaults]\nref = "none"\n')
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), KCAP_BIN=KCAP)
+    p = run(sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--kcap-golden",
+            small_corpus, "--kcap-kernel", CPU_LIB, "-q", env=env, cwd=tmp_path)
+    assert p.returncode == 0 and "3 passed" in p.stdout.decode(), p.stdout.decode()
+
+
+def test_versions_agree():
+    import importlib.metadata
+    import kcap
+    dist = importlib.metadata.distribution("kcap")
+    assert dist.version == kcap.__version__
+    assert run(KCAP, "-V", check=0).stdout.decode().split() == ["kcap", kcap.__version__]
+    eps = [e for e in dist.entry_points if e.group == "pytest11"]
+    assert [(e.name, e.value) for e in eps] == [("kcap.testing", "kcap.testing")]

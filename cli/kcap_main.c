@@ -23,13 +23,15 @@ static const kcap_command commands[] = {
     {"check", kcap_cmd_check, "fully validate snapshot files or directories"},
     {"ls", kcap_cmd_ls, "list the snapshots in a directory"},
     {"replay", kcap_cmd_replay, "run snapshots through a kernel library and judge the results"},
-    {"diff", kcap_cmd_diff, "compare two snapshots tensor by tensor"},
+    {"diff", kcap_cmd_diff, "compare two snapshots (or two folders) tensor by tensor"},
+    {"dump", kcap_cmd_dump, "print a snapshot's values and per-tensor statistics"},
+    {"export", kcap_cmd_export, "write a snapshot as numpy .npz (python3 -m kcap)"},
 };
 
 static void usage(FILE *f)
 {
     fprintf(f, "kcap %s — capture live kernel calls, replay them against a rebuilt kernel\n\n"
-               "usage: kcap <command> [options]\n\ncommands:\n", KCAP_VERSION);
+               "usage: kcap <command> [options]     kcap -V | --version\n\ncommands:\n", KCAP_VERSION);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\n'kcap <command> --help' describes each command.\n");
@@ -58,7 +60,8 @@ int main(int argc, char **argv)
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
-    if (!strcmp(argv[1], "--version")) {
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V") ||
+        !strcmp(argv[1], "version")) {
         printf("kcap %s\n", KCAP_VERSION);
         return 0;
     }

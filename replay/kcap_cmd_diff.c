@@ -1,6 +1,7 @@
 /*
- * kcap_cmd_diff.c — `kcap diff A.h5 B.h5`: the replay metrics tensor by tensor (inputs and
- * outputs) between two snapshots, plus their metadata and scalar differences.
+ * kcap_cmd_diff.c — `kcap diff A B`: the replay metrics tensor by tensor (inputs and
+ * outputs) between two snapshots, plus their metadata and scalar differences; two folders
+ * are paired case by case by kcap_diffdir.c with this same per-pair comparison.
  *
  * B is the trusted side (the "want" of kcap_compare), as in `diff OLD NEW` read backwards:
  * typically A is a fresh capture and B the known-good one. Exit status follows diff(1):
@@ -13,11 +14,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "kcap_calls.h"
 #include "kcap_cli.h"
 #include "kcap_compare.h"
+#include "kcap_diff.h"
 #include "kcap_json.h"
+#include "kcap_junit.h"
 #include "kcap_report.h"
 #include "kcap_snapshot.h"
 
@@ -103,11 +108,14 @@ typedef struct tdiff {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: kcap diff A.h5 B.h5 [--atol A] [--rtol R] [--lse-atol A] [--lse-rtol R]\n"
-            "                 [--json FILE]\n"
+            "usage: kcap diff A B [--atol A] [--rtol R] [--lse-atol A] [--lse-rtol R]\n"
+            "                 [--json FILE] [--junit FILE]\n"
             "\n"
             "Compares two snapshots tensor by tensor (inputs and outputs) with the metrics of\n"
             "kcap replay (B is the reference side), and lists scalar and metadata differences.\n"
+            "A and B may be two folders: files are paired by relative path, the rest by\n"
+            "(call, rank, seq) when that is unique on both sides; one row per pair.\n"
+            "--json / --junit FILE write JSON (docs/JSON.md) / JUnit XML; - = stdout.\n"
             "--atol/--rtol apply to bf16/fp16 tensors (default %g, %g), --lse-* to fp32\n"
             "tensors (default %g, %g); integer tensors must match exactly.\n"
             "Exit status: 0 no difference beyond tolerance, 1 differences, 2 trouble.\n",
@@ -125,14 +133,12 @@ static int num_arg(const char *opt, const char *s, double *v)
     return 0;
 }
 
+/* The pair's fields (no braces, no header): shared by the file and the folder documents. */
 static void write_json(FILE *f, const char *pa, const char *pb, const meta_diff *md, int nmd,
                        const kcap_snapshot *a, const kcap_snapshot *b, const tdiff *td, int ntd,
                        int same)
 {
     int first = 1;
-    fputc('{', f);
-    kcap_json_key(f, &first, "tool");
-    kcap_json_str(f, "kcap diff");
     kcap_json_key(f, &first, "a");
     kcap_json_str(f, pa);
     kcap_json_key(f, &first, "b");
@@ -209,65 +215,66 @@ static void write_json(FILE *f, const char *pa, const char *pb, const meta_diff 
             fputs("null", f);
         fputc('}', f);
     }
-    fputs("]}\n", f);
+    fputs("]", f);
 }
 
-int kcap_cmd_diff(int argc, char **argv)
+/* Remember the worst tensor: unmatched (shape, one side only) over failing over passing,
+ * then the largest max abs difference. */
+static void note_worst(kcap_diff_result *res, const tdiff *t, int *cls, double *score)
 {
-    static const struct option lo[] = {{"atol", required_argument, 0, 'a'},
-                                       {"rtol", required_argument, 0, 'r'},
-                                       {"lse-atol", required_argument, 0, 'A'},
-                                       {"lse-rtol", required_argument, 0, 'R'},
-                                       {"json", required_argument, 0, 'j'},
-                                       {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
-    kcap_cmp_tol th = kcap_cmp_default_tol(KCAP_DT_BF16), tf = kcap_cmp_default_tol(KCAP_DT_F32);
-    const char *json = NULL;
-    optind = 0;
-    opterr = 0;
-    int ch;
-    while ((ch = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
-        int bad = 0;
-        switch (ch) {
-        case 'a': bad = num_arg("--atol", optarg, &th.atol); break;
-        case 'r': bad = num_arg("--rtol", optarg, &th.rtol); break;
-        case 'A': bad = num_arg("--lse-atol", optarg, &tf.atol); break;
-        case 'R': bad = num_arg("--lse-rtol", optarg, &tf.rtol); break;
-        case 'j': json = optarg; break;
-        case 'h': usage(stdout); return 0;
-        case ':':
-            fprintf(stderr, "kcap diff: option %s needs a value\n", argv[optind - 1]);
-            return 2;
-        default:
-            fprintf(stderr, "kcap diff: unknown option '%s'\n", argv[optind - 1]);
-            return 2;
-        }
-        if (bad)
-            return 2;
-    }
-    if (argc - optind != 2) {
-        usage(stderr);
-        return 2;
-    }
-    const char *pa = argv[optind], *pb = argv[optind + 1];
+    const kcap_tensor *x = t->a ? t->a : t->b;
+    int cmp = t->a && t->b && same_shape(t->a, t->b);
+    int k = !cmp ? 2 : !t->r.pass ? 1 : 0;
+    double s = cmp ? t->r.max_abs : 0;
+    if (res->worst[0] && (k < *cls || (k == *cls && !(s > *score))))
+        return;
+    *cls = k;
+    *score = s;
+    snprintf(res->worst, sizeof res->worst, "%s", x->name);
+    snprintf(res->verdict, sizeof res->verdict, "%s", t->status);
+    res->max_abs = s;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+int kcap_diff_pair(const char *pa, const char *pb, const kcap_diff_opts *o, FILE *table,
+                   FILE *json, kcap_diff_result *res)
+{
+    memset(res, 0, sizeof *res);
+    double t0 = now_ms();
     kcap_snapshot *a = NULL, *b = NULL;
     kcap_error err = {0};
     if (kcap_snapshot_read(pa, &a, &err) || kcap_snapshot_read(pb, &b, &err)) {
         if (!strstr(err.msg, a ? pb : pa))
             kcap_error_prefix(&err, "%s", a ? pb : pa);
-        fprintf(stderr, "kcap diff: %s\n", err.msg);
+        snprintf(res->error, sizeof res->error, "%s", err.msg);
         kcap_snapshot_free(a);
         kcap_snapshot_free(b);
-        return 2;
+        res->wall_ms = now_ms() - t0;
+        return res->status = 2;
+    }
+    FILE *devnull = NULL;
+    if (!table && !(table = devnull = fopen("/dev/null", "w"))) {
+        snprintf(res->error, sizeof res->error, "cannot open /dev/null");
+        kcap_snapshot_free(a);
+        kcap_snapshot_free(b);
+        return res->status = 2;
     }
 
     int differs = 0;
     meta_diff md[MAX_META];
     int nmd = collect_meta(&a->meta, &b->meta, md);
-    printf("kcap diff %s (a) vs %s (b, reference)\n", pa, pb);
+    fprintf(table, "kcap diff %s (a) vs %s (b, reference)\n", pa, pb);
     for (int i = 0; i < nmd; i++) {
-        printf("  meta %-18s a=%s  b=%s%s\n", md[i].field, md[i].a, md[i].b,
-               md[i].counts ? "" : "  (informational)");
+        fprintf(table, "  meta %-18s a=%s  b=%s%s\n", md[i].field, md[i].a, md[i].b,
+                md[i].counts ? "" : "  (informational)");
+        if (md[i].counts && !differs)
+            snprintf(res->error, sizeof res->error, "meta %s differs", md[i].field);
         differs |= md[i].counts;
     }
     for (int i = 0; i < a->nscalars; i++) {
@@ -275,24 +282,32 @@ int kcap_cmd_diff(int argc, char **argv)
         double va = sa->type == KCAP_SC_INT ? (double)sa->i : sa->f;
         double vb = !sb ? 0 : sb->type == KCAP_SC_INT ? (double)sb->i : sb->f;
         if (!sb)
-            printf("  scalar %-16s a=%.9g  b=(absent)\n", sa->name, va);
+            fprintf(table, "  scalar %-16s a=%.9g  b=(absent)\n", sa->name, va);
         else if (va != vb)
-            printf("  scalar %-16s a=%.9g  b=%.9g\n", sa->name, va, vb);
+            fprintf(table, "  scalar %-16s a=%.9g  b=%.9g\n", sa->name, va, vb);
+        if ((!sb || va != vb) && !differs)
+            snprintf(res->error, sizeof res->error, "scalar %s differs", sa->name);
         differs |= !sb || va != vb;
     }
     for (int i = 0; i < b->nscalars; i++)
         if (!kcap_snapshot_scalar(a, b->scalars[i].name)) {
-            printf("  scalar %-16s a=(absent)  b=%.9g\n", b->scalars[i].name,
-                   b->scalars[i].type == KCAP_SC_INT ? (double)b->scalars[i].i : b->scalars[i].f);
+            fprintf(table, "  scalar %-16s a=(absent)  b=%.9g\n", b->scalars[i].name,
+                    b->scalars[i].type == KCAP_SC_INT ? (double)b->scalars[i].i
+                                                      : b->scalars[i].f);
+            if (!differs)
+                snprintf(res->error, sizeof res->error, "scalar %s only in b",
+                         b->scalars[i].name);
             differs = 1;
         }
 
     tdiff *td = calloc((size_t)(a->ntensors + b->ntensors + 1), sizeof *td);
     if (!td) {
-        fprintf(stderr, "kcap diff: out of memory\n");
+        snprintf(res->error, sizeof res->error, "out of memory");
         kcap_snapshot_free(a);
         kcap_snapshot_free(b);
-        return 2;
+        if (devnull)
+            fclose(devnull);
+        return res->status = 2;
     }
     int ntd = 0;
     for (int i = 0; i < a->ntensors; i++) {
@@ -305,8 +320,8 @@ int kcap_cmd_diff(int argc, char **argv)
             t->status = "shape";
         } else {
             kcap_dtype dt = t->a->dtype;
-            t->tol = (dt == KCAP_DT_BF16 || dt == KCAP_DT_F16) ? th
-                     : (dt == KCAP_DT_F32 || dt == KCAP_DT_F64) ? tf
+            t->tol = (dt == KCAP_DT_BF16 || dt == KCAP_DT_F16) ? o->half
+                     : (dt == KCAP_DT_F32 || dt == KCAP_DT_F64) ? o->f32
                                                                 : kcap_cmp_default_tol(dt);
             size_t es = kcap_dtype_size(dt);
             kcap_compare(dt, t->a->data, t->b->data, es ? t->a->nbytes / es : 0, &t->tol, &t->r);
@@ -322,37 +337,43 @@ int kcap_cmd_diff(int argc, char **argv)
             td[ntd++].status = "only-in-b";
         }
 
-    printf("  %-12s %-4s %-26s %-9s %10s %10s %10s %12s %9s  %s\n", "tensor", "dir", "shape",
-           "verdict", "max_abs", "max_rel", "rel_l2", "cosine", "beyond", "worst");
+    fprintf(table, "  %-12s %-4s %-26s %-9s %10s %10s %10s %12s %9s  %s\n", "tensor", "dir",
+            "shape", "verdict", "max_abs", "max_rel", "rel_l2", "cosine", "beyond", "worst");
+    double score = 0;
+    int cls = 0;
     for (int i = 0; i < ntd; i++) {
         tdiff *t = &td[i];
         const kcap_tensor *x = t->a ? t->a : t->b;
         char sh[128];
         shape_str(x, sh, sizeof sh);
         int cmp = t->a && t->b && same_shape(t->a, t->b);
+        note_worst(res, t, &cls, &score);
+        if ((!cmp || !t->r.pass) && !differs)
+            snprintf(res->error, sizeof res->error, "tensor %s (%s): %s", x->name,
+                     dir_name(x->dir), t->status);
         differs |= !cmp || !t->r.pass;
         if (!cmp) {
             char sb[128] = "";
             if (t->a && t->b)
                 shape_str(t->b, sb, sizeof sb);
-            printf("  %-12s %-4s %-26s %-9s %s%s\n", x->name, dir_name(x->dir), sh, t->status,
-                   sb[0] ? "b is " : "", sb);
+            fprintf(table, "  %-12s %-4s %-26s %-9s %s%s\n", x->name, dir_name(x->dir), sh,
+                    t->status, sb[0] ? "b is " : "", sb);
             continue;
         }
         char where[160] = "-";
         if (t->r.worst >= 0) {
             int64_t idx[KCAP_MAX_DIMS] = {0};
             kcap_cmp_unravel(t->r.worst, x->ndim, x->shape, idx);
-            int o = snprintf(where, sizeof where, "[");
+            int w = snprintf(where, sizeof where, "[");
             for (int d = 0; d < x->ndim; d++)
-                o += snprintf(where + o, sizeof where - (size_t)o, "%s%" PRId64, d ? "," : "",
+                w += snprintf(where + w, sizeof where - (size_t)w, "%s%" PRId64, d ? "," : "",
                               idx[d]);
-            o += snprintf(where + o, sizeof where - (size_t)o, "]");
+            w += snprintf(where + w, sizeof where - (size_t)w, "]");
             if (t->has_loc)
-                o += snprintf(where + o, sizeof where - (size_t)o,
+                w += snprintf(where + w, sizeof where - (size_t)w,
                               " (r%" PRId64 ",t%" PRId64 ",h%" PRId64 ",c%" PRId64 ")",
                               t->loc[0], t->loc[1], t->loc[2], t->loc[3]);
-            snprintf(where + o, sizeof where - (size_t)o, " a=%.6g b=%.6g", t->r.worst_got,
+            snprintf(where + w, sizeof where - (size_t)w, " a=%.6g b=%.6g", t->r.worst_got,
                      t->r.worst_want);
         }
         char beyond[40];
@@ -360,28 +381,143 @@ int kcap_cmd_diff(int argc, char **argv)
             snprintf(beyond, sizeof beyond, "%zu+%zuNaN", t->r.n_beyond, t->r.nonfinite_mismatch);
         else
             snprintf(beyond, sizeof beyond, "%zu", t->r.n_beyond);
-        printf("  %-12s %-4s %-26s %-9s %10.3e %10.3e %10.3e %12.8f %9s  %s\n", x->name,
-               dir_name(x->dir), sh, t->status, t->r.max_abs, t->r.max_rel, t->r.rel_l2,
-               t->r.cosine, beyond, where);
+        fprintf(table, "  %-12s %-4s %-26s %-9s %10.3e %10.3e %10.3e %12.8f %9s  %s\n", x->name,
+                dir_name(x->dir), sh, t->status, t->r.max_abs, t->r.max_rel, t->r.rel_l2,
+                t->r.cosine, beyond, where);
     }
-    printf("%s\n", differs ? "snapshots differ" : "snapshots agree (within tolerance)");
-
-    int status = differs ? 1 : 0;
-    if (json) {
-        FILE *f = fopen(json, "w");
-        if (!f) {
-            fprintf(stderr, "kcap diff: --json %s: cannot write\n", json);
-            status = 2;
-        } else {
-            write_json(f, pa, pb, md, nmd, a, b, td, ntd, !differs);
-            if (fclose(f) != 0) {
-                fprintf(stderr, "kcap diff: --json %s: write failed\n", json);
-                status = 2;
-            }
-        }
-    }
+    fprintf(table, "%s\n", differs ? "snapshots differ" : "snapshots agree (within tolerance)");
+    if (!differs)
+        res->error[0] = '\0';
+    if (json)
+        write_json(json, pa, pb, md, nmd, a, b, td, ntd, !differs);
     free(td);
     kcap_snapshot_free(a);
     kcap_snapshot_free(b);
+    if (devnull)
+        fclose(devnull);
+    res->wall_ms = now_ms() - t0;
+    return res->status = differs ? 1 : 0;
+}
+
+int kcap_diff_junit(const kcap_diff_opts *o, const char *const *names,
+                    const kcap_diff_result *res, int n, double wall_ms)
+{
+    kcap_junit_case *jc = calloc((size_t)(n ? n : 1), sizeof *jc);
+    if (!jc) {
+        fprintf(stderr, "kcap diff: out of memory for --junit\n");
+        return KCAP_ERR_NOMEM;
+    }
+    for (int i = 0; i < n; i++) {
+        jc[i].classname = "kcap.diff";
+        jc[i].name = names[i];
+        jc[i].time_s = res[i].wall_ms / 1e3;
+        jc[i].status = res[i].status == 0   ? KCAP_JUNIT_PASS
+                       : res[i].status == 1 ? KCAP_JUNIT_FAIL
+                                            : KCAP_JUNIT_ERROR;
+        jc[i].message = res[i].error;
+        jc[i].detail = res[i].error;
+    }
+    kcap_error err = {0};
+    int rc = kcap_junit_write(o->junit, "kcap diff", jc, n, wall_ms / 1e3, &err);
+    if (rc)
+        fprintf(stderr, "kcap diff: %s\n", err.msg);
+    free(jc);
+    return rc;
+}
+
+/* Single pair: the full table, then the documents. */
+static int diff_files(const char *pa, const char *pb, const kcap_diff_opts *o)
+{
+    kcap_error err = {0};
+    kcap_doc doc = {0};
+    if (o->json && kcap_doc_open(&doc, o->json, "--json", &err)) {
+        fprintf(stderr, "kcap diff: %s\n", err.msg);
+        return 2;
+    }
+    int first = 1;
+    if (doc.f) {
+        fputc('{', doc.f);
+        kcap_json_header(doc.f, &first, "kcap diff");
+        fputc(',', doc.f);
+    }
+    kcap_diff_result res;
+    int status = kcap_diff_pair(pa, pb, o, o->out, doc.f, &res);
+    if (status == 2)
+        fprintf(stderr, "kcap diff: %s\n", res.error);
+    if (doc.f) {
+        if (status == 2) { /* no pair fields were written: "error" follows the ',' */
+            int ef = 1;
+            kcap_json_key(doc.f, &ef, "error");
+            kcap_json_str(doc.f, res.error);
+        }
+        fputs("}\n", doc.f);
+        if (kcap_doc_close(&doc, &err)) {
+            fprintf(stderr, "kcap diff: %s\n", err.msg);
+            status = 2;
+        }
+    }
+    const char *name = strrchr(pa, '/') ? strrchr(pa, '/') + 1 : pa;
+    if (o->junit && kcap_diff_junit(o, &name, &res, 1, res.wall_ms))
+        status = 2;
     return status;
+}
+
+static int is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int kcap_cmd_diff(int argc, char **argv)
+{
+    static const struct option lo[] = {{"atol", required_argument, 0, 'a'},
+                                       {"rtol", required_argument, 0, 'r'},
+                                       {"lse-atol", required_argument, 0, 'A'},
+                                       {"lse-rtol", required_argument, 0, 'R'},
+                                       {"json", required_argument, 0, 'j'},
+                                       {"junit", required_argument, 0, 'J'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+    kcap_diff_opts o = {.half = kcap_cmp_default_tol(KCAP_DT_BF16),
+                        .f32 = kcap_cmp_default_tol(KCAP_DT_F32)};
+    optind = 0;
+    opterr = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+        int bad = 0;
+        switch (ch) {
+        case 'a': bad = num_arg("--atol", optarg, &o.half.atol); break;
+        case 'r': bad = num_arg("--rtol", optarg, &o.half.rtol); break;
+        case 'A': bad = num_arg("--lse-atol", optarg, &o.f32.atol); break;
+        case 'R': bad = num_arg("--lse-rtol", optarg, &o.f32.rtol); break;
+        case 'j': o.json = optarg; break;
+        case 'J': o.junit = optarg; break;
+        case 'h': usage(stdout); return 0;
+        case ':':
+            fprintf(stderr, "kcap diff: option %s needs a value\n", argv[optind - 1]);
+            return 2;
+        default:
+            fprintf(stderr, "kcap diff: unknown option '%s'\n", argv[optind - 1]);
+            return 2;
+        }
+        if (bad)
+            return 2;
+    }
+    if (argc - optind != 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (kcap_doc_is_stdout(o.json) && kcap_doc_is_stdout(o.junit)) {
+        fprintf(stderr, "kcap diff: --json - and --junit - cannot both use stdout\n");
+        return 2;
+    }
+    o.out = kcap_doc_is_stdout(o.json) || kcap_doc_is_stdout(o.junit) ? stderr : stdout;
+    const char *pa = argv[optind], *pb = argv[optind + 1];
+    int da = is_dir(pa), db = is_dir(pb);
+    if (da != db) {
+        fprintf(stderr, "kcap diff: %s is a %s but %s is not: compare two files or two "
+                        "folders\n", da ? pa : pb, "folder", da ? pb : pa);
+        return 2;
+    }
+    return da ? kcap_diff_dirs(pa, pb, &o) : diff_files(pa, pb, &o);
 }

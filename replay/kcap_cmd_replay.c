@@ -15,6 +15,8 @@
 #include <time.h>
 
 #include "kcap_cli.h"
+#include "kcap_json.h"
+#include "kcap_junit.h"
 #include "kcap_replay.h"
 #include "kcap_report.h"
 #include "kcap_snapfiles.h"
@@ -23,6 +25,11 @@
 typedef struct cmd_opts {
     kcap_replay_opts ro;
     const char *json;
+    const char *junit;
+    const char *report;    /* --report DIR: replay.json, outputs/, index.html + heatmaps */
+    char report_outputs[4200];
+    char report_json[4200];
+    FILE *out;      /* the table: stdout, or stderr when a document goes to stdout */
     int watch;
     int watch_runs; /* stop after this many runs (0 = until a signal) */
     int quiet;
@@ -61,7 +68,14 @@ static void usage(FILE *f)
             "  --iters N           timed runs per case (default 20); --warmup N (default 3)\n"
             "  --watch             re-run whenever the library or the snapshots change\n"
             "  --watch-runs N      with --watch: stop after N runs\n"
-            "  --json FILE         write the results as JSON\n"
+            "  --json FILE         write the results as JSON (docs/JSON.md; - = stdout)\n"
+            "  --junit FILE        write the results as JUnit XML, one testcase per\n"
+            "                      snapshot (- = stdout)\n"
+            "  --save-outputs DIR  write each replayed snapshot with the kernel-under-test's\n"
+            "                      outputs (and its lib_path/lib_hash) to DIR/<name>\n"
+            "  --report DIR        an HTML page DIR/index.html: every case, and per failing\n"
+            "                      case error heatmaps (token x head, matplotlib) from the\n"
+            "                      outputs saved in DIR/outputs (python3 -m kcap report)\n"
             "  --device N          CUDA device ordinal (default 0)\n"
             "  --quiet             print only failing rows, problems and the summary\n"
             "\n"
@@ -97,7 +111,7 @@ static int parse_int(const char *opt, const char *s, int lo, int *out)
 static int parse(int argc, char **argv, cmd_opts *c)
 {
     enum { O_REF_LIB = 256, O_LSE_ATOL, O_LSE_RTOL, O_ITERS, O_WARMUP, O_WATCH_RUNS, O_DEVICE,
-           O_POOL };
+           O_POOL, O_JUNIT, O_SAVE, O_REPORT };
     static const struct option lo[] = {
         {"kernel", required_argument, 0, 'k'},  {"ref", required_argument, 0, 'r'},
         {"ref-lib", required_argument, 0, O_REF_LIB}, {"bench", no_argument, 0, 'b'},
@@ -109,6 +123,8 @@ static int parse(int argc, char **argv, cmd_opts *c)
         {"warmup", required_argument, 0, O_WARMUP},
         {"watch-runs", required_argument, 0, O_WATCH_RUNS},
         {"device", required_argument, 0, O_DEVICE}, {"quiet", no_argument, 0, 'q'},
+        {"junit", required_argument, 0, O_JUNIT}, {"save-outputs", required_argument, 0, O_SAVE},
+        {"report", required_argument, 0, O_REPORT},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     memset(c, 0, sizeof *c);
     kcap_replay_opts_default(&c->ro);
@@ -137,6 +153,9 @@ static int parse(int argc, char **argv, cmd_opts *c)
         case 'b': c->ro.bench = 1; break;
         case 'w': c->watch = 1; break;
         case 'j': c->json = optarg; break;
+        case O_JUNIT: c->junit = optarg; break;
+        case O_SAVE: c->ro.save_dir = optarg; break;
+        case O_REPORT: c->report = optarg; break;
         case 'q': c->quiet = 1; break;
         case 'a':
             if (parse_double("--atol", optarg, &c->ro.tol_half.atol))
@@ -202,6 +221,18 @@ static int parse(int argc, char **argv, cmd_opts *c)
         fprintf(stderr, "kcap replay: no snapshot files or directories given\n");
         return 2;
     }
+    if (kcap_doc_is_stdout(c->json) && kcap_doc_is_stdout(c->junit)) {
+        fprintf(stderr, "kcap replay: --json - and --junit - cannot both use stdout\n");
+        return 2;
+    }
+    c->out = kcap_doc_is_stdout(c->json) || kcap_doc_is_stdout(c->junit) ? stderr : stdout;
+    if (c->report) { /* the page is drawn from the JSON and the saved outputs */
+        snprintf(c->report_json, sizeof c->report_json, "%s/replay.json", c->report);
+        if (!c->ro.save_dir) {
+            snprintf(c->report_outputs, sizeof c->report_outputs, "%s/outputs", c->report);
+            c->ro.save_dir = c->report_outputs;
+        }
+    }
     return 0;
 }
 
@@ -210,6 +241,71 @@ static double now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* One <testcase> per case; the failure text is the same block the table's problems list
+ * shows for that case. */
+static int write_junit(const cmd_opts *c, const kcap_case_result *cases, int n, double wall_ms)
+{
+    kcap_junit_case *jc = calloc((size_t)(n ? n : 1), sizeof *jc);
+    char **detail = calloc((size_t)(n ? n : 1), sizeof *detail);
+    int rc = KCAP_ERR_NOMEM;
+    kcap_error err = {0};
+    if (jc && detail) {
+        for (int i = 0; i < n; i++) {
+            const kcap_case_result *r = &cases[i];
+            jc[i].classname = "kcap.replay";
+            jc[i].name = r->name;
+            jc[i].time_s = r->wall_ms / 1e3;
+            jc[i].status = r->status != KCAP_OK ? KCAP_JUNIT_ERROR
+                           : r->pass            ? KCAP_JUNIT_PASS
+                                                : KCAP_JUNIT_FAIL;
+            if (jc[i].status == KCAP_JUNIT_PASS)
+                continue;
+            size_t len = 0;
+            FILE *m = open_memstream(&detail[i], &len);
+            if (m) {
+                kcap_report_details(m, r, 1);
+                fclose(m);
+            }
+            jc[i].message = r->error[0] ? r->error
+                            : r->vs_captured.error[0] ? r->vs_captured.error
+                            : r->vs_ref.error[0] ? r->vs_ref.error
+                                                 : "outputs outside tolerance";
+            jc[i].detail = detail[i];
+        }
+        rc = kcap_junit_write(c->junit, "kcap replay", jc, n, wall_ms / 1e3, &err);
+        if (rc)
+            fprintf(stderr, "kcap replay: %s\n", err.msg);
+    } else {
+        fprintf(stderr, "kcap replay: out of memory for --junit\n");
+    }
+    for (int i = 0; detail && i < n; i++)
+        free(detail[i]);
+    free(detail);
+    free(jc);
+    return rc;
+}
+
+/* --report: the run's JSON beside the saved outputs, then the Python side draws the page. */
+static int write_report(const cmd_opts *c, const kcap_run_info *info,
+                        const kcap_case_result *cases, int n)
+{
+    kcap_error err = {0};
+    if (kcap_mkdir_private(c->report, &err) ||
+        kcap_report_json(c->report_json, info, cases, n, &err)) {
+        fprintf(stderr, "kcap replay: --report %s: %s\n", c->report, err.msg);
+        return 1;
+    }
+    const char *args[] = {"report", c->report, NULL};
+    int rc = kcap_cli_run_python(args, "kcap replay --report");
+    if (rc != 0) {
+        fprintf(stderr, "kcap replay: --report %s: python3 -m kcap report failed (%d)\n",
+                c->report, rc);
+        return 1;
+    }
+    fprintf(c->out, "report: %s/index.html\n", c->report);
+    return 0;
 }
 
 /* One run over the whole set. Returns the exit status of the run (0 all pass, 1 not). */
@@ -228,6 +324,14 @@ static int run_once(const cmd_opts *c, kcap_dev **dev, int run_no)
             info.wall_ms = now_ms() - t0;
             kcap_error je = {0};
             if (kcap_report_json(c->json, &info, NULL, 0, &je))
+                fprintf(stderr, "kcap replay: %s\n", je.msg);
+        }
+        if (c->junit) {
+            kcap_junit_case jc = {.classname = "kcap.replay", .name = "load",
+                                  .status = KCAP_JUNIT_ERROR, .message = err.msg,
+                                  .detail = err.msg};
+            kcap_error je = {0};
+            if (kcap_junit_write(c->junit, "kcap replay", &jc, 1, 0, &je))
                 fprintf(stderr, "kcap replay: %s\n", je.msg);
         }
         return 1;
@@ -252,22 +356,22 @@ static int run_once(const cmd_opts *c, kcap_dev **dev, int run_no)
         return 1;
     }
     if (!c->quiet)
-        kcap_report_header(stdout, &info);
+        kcap_report_header(c->out, &info);
     int n = 0;
     for (int i = 0; i < files.n && !g_stop; i++, n++) {
         kcap_report_progress(i, files.n, files.paths[i]);
         kcap_replayer_run(r, files.paths[i], &cases[i]);
         kcap_report_progress(-1, 0, NULL);
         if (!c->quiet || !cases[i].pass)
-            kcap_report_row(stdout, &cases[i], c->ro.bench);
-        fflush(stdout);
+            kcap_report_row(c->out, &cases[i], c->ro.bench);
+        fflush(c->out);
     }
     info.wall_ms = now_ms() - t0;
-    kcap_report_details(stdout, cases, n);
+    kcap_report_details(c->out, cases, n);
     if (files.n == 0)
-        printf("no snapshots (*.h5) found under the given paths\n");
-    kcap_report_summary(stdout, cases, n, info.wall_ms);
-    fflush(stdout);
+        fprintf(c->out, "no snapshots (*.h5) found under the given paths\n");
+    kcap_report_summary(c->out, cases, n, info.wall_ms);
+    fflush(c->out);
     int all = files.n > 0 && n == files.n;
     for (int i = 0; i < n; i++)
         all &= cases[i].pass;
@@ -275,6 +379,10 @@ static int run_once(const cmd_opts *c, kcap_dev **dev, int run_no)
         fprintf(stderr, "kcap replay: %s\n", err.msg);
         all = 0;
     }
+    if (c->junit && write_junit(c, cases, n, info.wall_ms))
+        all = 0;
+    if (c->report && write_report(c, &info, cases, n))
+        all = 0;
     free(cases);
     kcap_snapfiles_free(&files);
     kcap_replayer_free(r);
@@ -298,9 +406,9 @@ static int watch_loop(const cmd_opts *c, kcap_dev **dev)
     }
     int status = run_once(c, dev, 1);
     for (int run = 2; !g_stop && (!c->watch_runs || run <= c->watch_runs); run++) {
-        printf("\nwatching %s and the snapshots for changes (Ctrl-C to stop)\n",
-               c->ro.kernel_path);
-        fflush(stdout);
+        fprintf(c->out, "\nwatching %s and the snapshots for changes (Ctrl-C to stop)\n",
+                c->ro.kernel_path);
+        fflush(c->out);
         int r = kcap_watch_wait(w, &g_stop, &err);
         if (r < 0) {
             fprintf(stderr, "kcap replay: %s\n", err.msg);
@@ -309,8 +417,8 @@ static int watch_loop(const cmd_opts *c, kcap_dev **dev)
         }
         if (r == 0)
             break;
-        printf("\nchange detected (%s): run %d\n", kcap_watch_last(w), run);
-        fflush(stdout);
+        fprintf(c->out, "\nchange detected (%s): run %d\n", kcap_watch_last(w), run);
+        fflush(c->out);
         status = run_once(c, dev, run);
     }
     kcap_watch_free(w);

@@ -1,10 +1,15 @@
 /*
- * kcap_json.c — JSON output primitives (see kcap_json.h).
+ * kcap_json.c — JSON output primitives and the atomic output document (see kcap_json.h).
  */
 #include "kcap_json.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kcap_cli.h" /* KCAP_VERSION */
 
 void kcap_json_str(FILE *f, const char *s)
 {
@@ -43,4 +48,55 @@ void kcap_json_key(FILE *f, int *first, const char *key)
     *first = 0;
     kcap_json_str(f, key);
     fputc(':', f);
+}
+
+void kcap_json_header(FILE *f, int *first, const char *tool)
+{
+    kcap_json_key(f, first, "tool");
+    kcap_json_str(f, tool);
+    kcap_json_key(f, first, "schema_version");
+    kcap_json_int(f, KCAP_JSON_SCHEMA_VERSION);
+    kcap_json_key(f, first, "kcap_version");
+    kcap_json_str(f, KCAP_VERSION);
+}
+
+int kcap_doc_is_stdout(const char *path) { return path && !strcmp(path, "-"); }
+
+int kcap_doc_open(kcap_doc *d, const char *path, const char *what, kcap_error *err)
+{
+    memset(d, 0, sizeof *d);
+    d->path = path;
+    d->what = what;
+    if (kcap_doc_is_stdout(path)) {
+        d->f = stdout;
+        return KCAP_OK;
+    }
+    snprintf(d->tmp, sizeof d->tmp, "%s.tmp.%d", path, (int)getpid());
+    d->f = fopen(d->tmp, "w");
+    if (!d->f)
+        return kcap_error_set(err, KCAP_ERR_IO, "%s %s: cannot write: %s", what, path,
+                              strerror(errno));
+    return KCAP_OK;
+}
+
+int kcap_doc_close(kcap_doc *d, kcap_error *err)
+{
+    if (!d->f)
+        return KCAP_OK;
+    int bad = ferror(d->f);
+    if (d->f == stdout) {
+        d->f = NULL;
+        if (fflush(stdout) != 0 || bad)
+            return kcap_error_set(err, KCAP_ERR_IO, "%s -: write to stdout failed", d->what);
+        return KCAP_OK;
+    }
+    int rc = fclose(d->f);
+    d->f = NULL;
+    if (rc != 0 || bad || rename(d->tmp, d->path) != 0) {
+        int e = errno;
+        unlink(d->tmp);
+        return kcap_error_set(err, KCAP_ERR_IO, "%s %s: cannot write: %s", d->what, d->path,
+                              strerror(e));
+    }
+    return KCAP_OK;
 }

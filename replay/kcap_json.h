@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "kcap_error.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -20,6 +22,30 @@ void kcap_json_num(FILE *f, double v);          /* %.9g, or null when not finite
 void kcap_json_int(FILE *f, int64_t v);
 /* "key": prefix, with a leading comma unless *first (then clears *first) */
 void kcap_json_key(FILE *f, int *first, const char *key);
+
+/* Version of the documents' layout (docs/JSON.md): bumped when a field is removed or
+ * changes meaning; fields are only ever added within a version. */
+#define KCAP_JSON_SCHEMA_VERSION 1
+
+/* The keys every document starts with: "tool", "schema_version", "kcap_version". */
+void kcap_json_header(FILE *f, int *first, const char *tool);
+
+/*
+ * An output document (--json, --junit): "-" is stdout; any other path is written beside the
+ * target and renamed over it on close, so a reader polling the file (a CI step, a dashboard)
+ * never sees half a document. `what` ("--json") names the option in error messages.
+ */
+typedef struct kcap_doc {
+    FILE *f;
+    const char *path, *what;
+    char tmp[4200];
+} kcap_doc;
+
+int kcap_doc_open(kcap_doc *d, const char *path, const char *what, kcap_error *err);
+/* Flush and publish (rename); on any write error the target is left untouched. */
+int kcap_doc_close(kcap_doc *d, kcap_error *err);
+/* 1 when path means stdout. */
+int kcap_doc_is_stdout(const char *path);
 
 #ifdef __cplusplus
 }

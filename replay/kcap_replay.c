@@ -18,6 +18,7 @@
 
 #include "kcap_bench.h"
 #include "kcap_kernlib.h"
+#include "kcap_saveout.h"
 
 struct kcap_replayer {
     kcap_replay_opts o;
@@ -27,6 +28,9 @@ struct kcap_replayer {
     const char *ref_name;
     char ref_path[4096];
     kcap_dev *dev;       /* borrowed from the caller; NULL while no CUDA library is loaded */
+    kcap_writer *writer; /* --save-outputs, created on first use */
+    char **saved;        /* base names written this run: two cases must not share one */
+    int nsaved, capsaved;
 };
 
 void kcap_replay_opts_default(kcap_replay_opts *o)
@@ -113,6 +117,10 @@ void kcap_replayer_free(kcap_replayer *r)
         return;
     kcap_kernlib_free(r->ref);
     kcap_kernlib_free(r->kern);
+    kcap_writer_free(r->writer);
+    for (int i = 0; i < r->nsaved; i++)
+        free(r->saved[i]);
+    free(r->saved);
     free(r);
 }
 
@@ -120,6 +128,30 @@ const char *kcap_replayer_backend(const kcap_replayer *r) { return kcap_kernlib_
 const char *kcap_replayer_ref_name(const kcap_replayer *r) { return r->ref_name; }
 const char *kcap_replayer_ref_path(const kcap_replayer *r) { return r->ref_path; }
 const char *kcap_replayer_kernel_hash(const kcap_replayer *r) { return kcap_kernlib_hash(r->kern); }
+
+/* --save-outputs keeps one file per base name: a second case with the same name (from
+ * another directory) would silently replace the first one's outputs. */
+static int claim_save_name(kcap_replayer *r, const char *name, kcap_error *err)
+{
+    for (int i = 0; i < r->nsaved; i++)
+        if (!strcmp(r->saved[i], name))
+            return kcap_error_set(err, KCAP_ERR_ARG,
+                                  "--save-outputs %s: another snapshot named %s was saved in "
+                                  "this run already (replay the folders separately)",
+                                  r->o.save_dir, name);
+    if (r->nsaved == r->capsaved) {
+        int nc = r->capsaved ? 2 * r->capsaved : 64;
+        char **p = realloc(r->saved, (size_t)nc * sizeof *p);
+        if (!p)
+            return kcap_error_set(err, KCAP_ERR_NOMEM, "out of memory");
+        r->saved = p;
+        r->capsaved = nc;
+    }
+    if (!(r->saved[r->nsaved] = strdup(name)))
+        return kcap_error_set(err, KCAP_ERR_NOMEM, "out of memory");
+    r->nsaved++;
+    return KCAP_OK;
+}
 
 /* ---- one side: a library, its memory, a rebuilt call --------------------------------- */
 
@@ -455,6 +487,18 @@ int kcap_replayer_run(kcap_replayer *r, const char *path, kcap_case_result *res)
         judge(r, snap, outs, NULL, res->q_len, &res->vs_captured);
         if (want_ref == 1)
             judge(r, snap, outs, ref_outs, res->q_len, &res->vs_ref);
+        if (r->o.save_dir) {
+            rc = claim_save_name(r, res->name, &e);
+            if (!rc)
+                rc = kcap_save_outputs(&r->writer, r->o.save_dir, res->name, snap, outs,
+                                       kcap_kernlib_path(r->kern), kcap_kernlib_hash(r->kern),
+                                       res->saved, sizeof res->saved, &e);
+        }
+        if (rc) {
+            res->saved[0] = '\0';
+            set_case_error(res, rc, &e);
+            goto done;
+        }
     }
 
     double t5 = now_ms();

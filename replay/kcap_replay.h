@@ -41,6 +41,8 @@ typedef struct kcap_replay_opts {
     int iters;                    /* timed runs for --bench */
     int warmup;
     int device;                   /* CUDA device ordinal */
+    const char *save_dir;         /* --save-outputs: write each case with the kernel's
+                                     outputs here (NULL: keep nothing) */
 } kcap_replay_opts;
 
 void kcap_replay_opts_default(kcap_replay_opts *o);
@@ -102,6 +104,7 @@ typedef struct kcap_case_result {
      * --bench */
     double read_ms, ref_ms, rebuild_ms, run_ms, check_ms, bench_ms;
     int pass;           /* status OK, vs_captured pass, vs_ref pass (or not requested) */
+    char saved[4096];   /* --save-outputs: the file written ("" when none) */
 } kcap_case_result;
 
 typedef struct kcap_replayer kcap_replayer; /* opaque: the loaded libraries of one run */

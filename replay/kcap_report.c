@@ -320,6 +320,11 @@ static void case_json(FILE *f, const kcap_case_result *c, int bench)
         fputs("null", f);
     kcap_json_key(f, &first, "call");
     kcap_json_str(f, c->call);
+    kcap_json_key(f, &first, "saved");
+    if (c->saved[0])
+        kcap_json_str(f, c->saved);
+    else
+        fputs("null", f);
     kcap_json_key(f, &first, "shape");
     {
         int sf = 1;
@@ -400,14 +405,11 @@ static void case_json(FILE *f, const kcap_case_result *c, int bench)
 int kcap_report_json(const char *path, const kcap_run_info *info,
                      const kcap_case_result *cases, int n, kcap_error *err)
 {
-    /* written beside the target and renamed, so a reader polling the file (a CI step, a
-     * watch-mode dashboard) never sees half a document */
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f)
-        return kcap_error_set(err, KCAP_ERR_IO, "--json %s: cannot write: %s", path,
-                              strerror(errno));
+    kcap_doc doc;
+    int rc = kcap_doc_open(&doc, path, "--json", err);
+    if (rc)
+        return rc;
+    FILE *f = doc.f;
     const kcap_replay_opts *o = info->opts;
     int first = 1, pass = 0, errors = 0;
     for (int i = 0; i < n; i++) {
@@ -415,8 +417,7 @@ int kcap_report_json(const char *path, const kcap_run_info *info,
         errors += cases[i].status != KCAP_OK;
     }
     fputc('{', f);
-    kcap_json_key(f, &first, "tool");
-    kcap_json_str(f, "kcap replay");
+    kcap_json_header(f, &first, "kcap replay");
     kcap_json_key(f, &first, "run");
     kcap_json_int(f, info->run);
     kcap_json_key(f, &first, "kernel");
@@ -481,12 +482,5 @@ int kcap_report_json(const char *path, const kcap_run_info *info,
     kcap_json_key(f, &first, "pass");
     fputs(!info->load_error && pass == n ? "true" : "false", f);
     fputs("}\n", f);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return kcap_error_set(err, KCAP_ERR_IO, "--json %s: cannot write: %s", path,
-                              strerror(e));
-    }
-    return KCAP_OK;
+    return kcap_doc_close(&doc, err);
 }

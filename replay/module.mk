@@ -5,7 +5,8 @@
 
 REPLAY_OBJS := $(addprefix $(OBJ)/replay/, kcap_compare.o kcap_json.o kcap_kernlib.o \
 	kcap_devmem.o kcap_bench.o kcap_replay.o kcap_report.o kcap_snapfiles.o kcap_watch.o \
-	kcap_cmd_replay.o kcap_cmd_diff.o)
+	kcap_cmd_replay.o kcap_cmd_diff.o kcap_saveout.o kcap_junit.o kcap_cmd_dump.o \
+	kcap_diffdir.o)
 KCAP_CLI_OBJS += $(REPLAY_OBJS)
 
 REPLAY_GEN := $(TBIN)/kcap_gen_snap

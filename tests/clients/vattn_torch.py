@@ -1,65 +1,37 @@
 """vattn_torch.py — the torch + ctypes binding of the verify-attention C ABI.
 
-This is how an SGLang attention backend calls the kernel: ctypes.CDLL on the library (the
-dlopen + dlsym path that libkcap.so must catch), torch tensors turned into pointers and element
+This is how an SGLang attention backend calls the kernel: ctypes.CDLL on the library through
+kcap.vattn, the one binding of the ABI (the dlopen + dlsym path that libkcap.so must catch), torch tensors turned into pointers and element
 strides, the stream from torch.cuda.current_stream(), and the workspace from a torch
 allocation sized once by vattn_workspace_size() so nothing is allocated during CUDA graph
 capture. Works with the CUDA library on GPU tensors and with the CPU library on CPU tensors.
 """
-import ctypes
 import os
+import sys
 
 import torch
 
-HEAD_DIM_QK = 576
-HEAD_DIM_V = 512
-DTYPE_BF16, DTYPE_FP16 = 0, 1
-INDEX_INT32, INDEX_INT64 = 0, 1
+try:
+    import kcap.vattn as _vattn
+except ImportError:  # in-tree: the package lives in python/ at the repository root
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "python"))
+    import kcap.vattn as _vattn
 
-
-class VattnArgs(ctypes.Structure):
-    """Mirror of `vattn_args` in kernels/verify_attn.h (field order and types must match)."""
-
-    _fields_ = [
-        ("struct_size", ctypes.c_uint32),
-        ("dtype", ctypes.c_int32),
-        ("index_type", ctypes.c_int32),
-        ("bs", ctypes.c_int32),
-        ("q_len", ctypes.c_int32),
-        ("num_heads", ctypes.c_int32),
-        ("num_slots", ctypes.c_int64),
-        ("max_kv_len", ctypes.c_int64),
-        ("sm_scale", ctypes.c_float),
-        ("reserved0", ctypes.c_uint32),
-        ("q", ctypes.c_void_p),
-        ("q_stride_t", ctypes.c_int64),
-        ("q_stride_h", ctypes.c_int64),
-        ("kv_cache", ctypes.c_void_p),
-        ("kv_stride", ctypes.c_int64),
-        ("kv_indptr", ctypes.c_void_p),
-        ("kv_indices", ctypes.c_void_p),
-        ("visibility", ctypes.c_void_p),
-        ("o", ctypes.c_void_p),
-        ("o_stride_t", ctypes.c_int64),
-        ("o_stride_h", ctypes.c_int64),
-        ("lse", ctypes.c_void_p),
-    ]
+# The ABI's one Python binding is kcap.vattn; these names stay importable from here.
+VattnArgs = _vattn.VattnArgs
+HEAD_DIM_QK, HEAD_DIM_V = _vattn.HEAD_DIM_QK, _vattn.HEAD_DIM_V
+DTYPE_BF16, DTYPE_FP16 = _vattn.DTYPE_BF16, _vattn.DTYPE_FP16
+INDEX_INT32, INDEX_INT64 = _vattn.INDEX_INT32, _vattn.INDEX_INT64
 
 
 class VerifyAttention:
     """Callable wrapper around one kernel library (libverify_attn.so or the CPU one)."""
 
     def __init__(self, lib_path):
-        self.lib = ctypes.CDLL(os.path.abspath(lib_path))
-        self.lib.vattn_verify.argtypes = [ctypes.POINTER(VattnArgs), ctypes.c_void_p,
-                                          ctypes.c_size_t, ctypes.c_void_p]
-        self.lib.vattn_verify.restype = ctypes.c_int
-        self.lib.vattn_workspace_size.argtypes = [ctypes.POINTER(VattnArgs)]
-        self.lib.vattn_workspace_size.restype = ctypes.c_size_t
-        self.lib.vattn_status_string.argtypes = [ctypes.c_int]
-        self.lib.vattn_status_string.restype = ctypes.c_char_p
-        self.lib.vattn_backend.restype = ctypes.c_char_p
-        self.backend = self.lib.vattn_backend().decode()
+        self.library = _vattn.Library(lib_path)
+        self.lib = self.library.lib
+        self.backend = self.library.backend
         self.workspace = None
 
     def make_args(self, q, kv_cache, kv_indptr, kv_indices, visibility, sm_scale, o, lse,
@@ -70,7 +42,6 @@ class VerifyAttention:
         assert kv_cache.dim() == 2 and kv_cache.shape[1] == HEAD_DIM_QK and kv_cache.stride(1) == 1
         assert T % bs == 0, "q_len must be uniform across the batch"
         a = VattnArgs()
-        a.struct_size = ctypes.sizeof(VattnArgs)
         a.dtype = DTYPE_BF16 if q.dtype == torch.bfloat16 else DTYPE_FP16
         a.index_type = INDEX_INT64 if kv_indices.dtype == torch.int64 else INDEX_INT32
         a.bs, a.q_len, a.num_heads = bs, T // bs, H
@@ -88,9 +59,7 @@ class VerifyAttention:
 
     def reserve(self, args):
         """Grow the workspace outside graph capture; inside capture it must already fit."""
-        need = self.lib.vattn_workspace_size(ctypes.byref(args))
-        if need == ctypes.c_size_t(-1).value:
-            raise ValueError("vattn_workspace_size rejected the sizes")
+        need = self.library.workspace_size(args)
         if self.workspace is None or self.workspace.numel() < need:
             if torch.cuda.is_available() and self.backend == "cuda" and \
                     torch.cuda.is_current_stream_capturing():
@@ -107,9 +76,7 @@ class VerifyAttention:
                            max_kv_len)
         need = self.reserve(a)
         stream = torch.cuda.current_stream().cuda_stream if self.backend == "cuda" else None
-        st = self.lib.vattn_verify(ctypes.byref(a), self.workspace.data_ptr(), need, stream)
-        if st != 0:
-            raise RuntimeError("vattn_verify: " + self.lib.vattn_status_string(st).decode())
+        self.library.verify(a, self.workspace.data_ptr(), need, stream)  # VattnError if != 0
         return o
 
 

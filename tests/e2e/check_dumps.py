@@ -1,8 +1,8 @@
 """check_dumps.py — do the snapshots hold exactly the outputs the client got?
 
 Usage: check_dumps.py SNAPSHOT_DIR DUMP_DIR [--all] [--graph N]
-Each snapshot's /outputs/o and /outputs/lse (read with h5py through the zstd filter plugin,
-HDF5_PLUGIN_PATH=build/plugins) must equal, byte for byte, one of the client's dumps
+Each snapshot's outputs o and lse (read with kcap.load, i.e. validated like `kcap check`; o as
+its raw bf16/f16 bits) must equal, byte for byte, one of the client's dumps
 (tests/clients/dflash_client.py --dump: o bytes then lse bytes per call). With --all, every
 dump must also be matched by some snapshot (nothing was lost). With --graph N, exactly N
 snapshots must come from calls made inside CUDA stream capture (taken at graph replays), and
@@ -13,7 +13,8 @@ import hashlib
 import os
 import sys
 
-import h5py
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+import kcap  # noqa: E402
 
 
 def main():
@@ -26,10 +27,9 @@ def main():
     graph_want = int(sys.argv[sys.argv.index("--graph") + 1]) if "--graph" in sys.argv else None
     seen, bad, n, graph_n = set(), 0, 0, 0
     for p in sorted(glob.glob(os.path.join(snap_dir, "*.h5"))):
-        with h5py.File(p, "r") as f:
-            o = f["outputs/o"][()].tobytes()
-            lse = f["outputs/lse"][()].tobytes()
-            graph_n += int(f.attrs.get("in_stream_capture", 0))
+        s = kcap.load(p)
+        o, lse = s.raw("o", "out").tobytes(), s.raw("lse", "out").tobytes()
+        graph_n += int(s.meta["in_stream_capture"])
         h = hashlib.sha256(o + lse).hexdigest()
         n += 1
         if h in dumps:

@@ -1,0 +1,113 @@
+/*
+ * kcap_python.c — the CLI's bridge to the kcap Python package: `kcap export` (python3 -m
+ * kcap export ...) and kcap_cli_run_python() for `kcap replay --report`.
+ *
+ * Why hand over instead of C: npz is a zip of .npy files that numpy writes and reads
+ * natively, and the report draws with matplotlib; the Python package already reads
+ * snapshots through the C reader (libkcapfmt.so). This file only makes that package
+ * findable — the in-tree python/ next to build/, or an installed
+ * PREFIX/lib/python3.X/dist-packages — and points it at this build's reader.
+ */
+#include <errno.h>
+#include <glob.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kcap_cli.h"
+
+static void prepend_env(const char *var, const char *dir)
+{
+    const char *old = getenv(var);
+    char buf[8192];
+    snprintf(buf, sizeof buf, "%s%s%s", dir, old && *old ? ":" : "", old && *old ? old : "");
+    setenv(var, buf, 1);
+}
+
+/* PYTHONPATH / KCAP_LIBFMT for this build or installation; returns the interpreter. */
+static const char *python_env(void)
+{
+    const char *build = kcap_cli_build_dir();
+    char p[PATH_MAX + 64];
+    snprintf(p, sizeof p, "%s/../python/kcap/__init__.py", build);
+    if (access(p, R_OK) == 0) { /* in-tree: build/../python */
+        snprintf(p, sizeof p, "%s/../python", build);
+        prepend_env("PYTHONPATH", p);
+    }
+    glob_t g;
+    snprintf(p, sizeof p, "%s/lib/python3*/dist-packages", build); /* installed */
+    if (glob(p, 0, NULL, &g) == 0) {
+        for (size_t i = 0; i < g.gl_pathc; i++)
+            prepend_env("PYTHONPATH", g.gl_pathv[i]);
+        globfree(&g);
+    }
+    snprintf(p, sizeof p, "%s/lib/libkcapfmt.so", build);
+    if (!getenv("KCAP_LIBFMT") && access(p, R_OK) == 0)
+        setenv("KCAP_LIBFMT", p, 1);
+    snprintf(p, sizeof p, "%s/bin/kcap", build);
+    if (!getenv("KCAP_BIN") && access(p, X_OK) == 0)
+        setenv("KCAP_BIN", p, 1);
+    const char *py = getenv("KCAP_PYTHON");
+    if (!py || !*py)
+        py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+    return py;
+}
+
+int kcap_cli_run_python(const char *const *args, const char *who)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "%s: fork: %s\n", who, strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        const char *py = python_env();
+        int n = 0;
+        while (args[n])
+            n++;
+        const char **argv = calloc((size_t)n + 4, sizeof *argv);
+        if (argv) {
+            argv[0] = py;
+            argv[1] = "-m";
+            argv[2] = "kcap";
+            memcpy(argv + 3, args, (size_t)n * sizeof *argv);
+            execvp(py, (char *const *)argv);
+        }
+        fprintf(stderr, "%s: cannot run %s -m kcap: %s (set KCAP_PYTHON)\n", who, py,
+                strerror(errno));
+        _exit(127);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int kcap_cmd_export(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        FILE *f = argc < 2 ? stderr : stdout;
+        fprintf(f, "usage: kcap export FILE --to npz [-o OUT] [--raw]\n\n"
+                   "Writes a snapshot as a numpy .npz (inputs/NAME, outputs/NAME, scalars/NAME,\n"
+                   "meta as JSON); bf16 becomes float32 unless --raw keeps the uint16 bits.\n"
+                   "Runs `python3 -m kcap export` (the kcap Python package; $KCAP_PYTHON picks\n"
+                   "the interpreter). Exit status: 0 ok, 1 failure, 2 usage error.\n");
+        return argc < 2 ? 2 : 0;
+    }
+    const char **args = calloc((size_t)argc + 1, sizeof *args);
+    if (!args) {
+        fprintf(stderr, "kcap export: out of memory\n");
+        return 1;
+    }
+    args[0] = "export";
+    for (int i = 1; i < argc; i++)
+        args[i] = argv[i];
+    int rc = kcap_cli_run_python(args, "kcap export");
+    free(args);
+    return rc < 0 ? 1 : rc;
+}

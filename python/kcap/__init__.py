@@ -1,0 +1,18 @@
+"""kcap — captured GPU kernel calls (HDF5 snapshots) in numpy, torch and pytest.
+
+    import kcap
+    s = kcap.load("tests/golden/snapshots/h8_q1_s0.h5")       # validated like `kcap check`
+    s.meta["call"], s.scalars["bs"], s.inputs["q"].shape, s.outputs["o"].dtype
+    s.values("o")          # bf16 widened to float32;  kcap.load(p, bf16="float32") for all
+    s.to_torch()["q"]      # torch.bfloat16 (torch optional)
+
+Submodules: kcap.vattn (ctypes binding of kernels/verify_attn.h), kcap.testing (pytest
+plugin: one test per snapshot of a folder), kcap.export (npz), `python3 -m kcap`.
+"""
+from .dtypes import bf16_to_float32, float32_to_bf16
+from .snapshot import Snapshot, SnapshotError, TensorInfo, check, load
+
+__version__ = "0.1.0"  # KCAP_VERSION of cli/kcap_cli.h
+
+__all__ = ["load", "check", "Snapshot", "SnapshotError", "TensorInfo", "bf16_to_float32",
+           "float32_to_bf16", "__version__"]

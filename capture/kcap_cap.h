@@ -5,7 +5,9 @@
  * kcap_capture.c (the slow path: selection, recording, metadata, stats, fork/exit),
  * kcap_queue.c (bounded queue + writer thread), kcap_arm.c (runtime arming watcher),
  * kcap_mem.c (host and device memory ops), kcap_gpu.c (issue 8: zero-stall device staging),
- * kcap_config.c (environment parsing, also used by `kcap record`), kcap_log.c.
+ * kcap_config.c (environment parsing, also used by `kcap record`), kcap_log.c,
+ * kcap_meta.c (snapshot metadata, library identity, work on a thread of our own),
+ * kcap_names.c (run id, file names, stale-file cleanup), kcap_size.c (memory bound of a call).
  * Everything here is hidden from the host process by the link's version script.
  */
 #ifndef KCAP_CAP_H
@@ -65,6 +67,7 @@ void kcap_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 
 /* Log only the first time `flag` is seen set by this process (flag is a once-cell). */
 void kcap_log_once(atomic_int *flag, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+void kcap_log_atfork_child(void);
 
 /* ---- interposition (kcap_interpose.c) ---- */
 typedef int (*kcap_vattn_fn)(const vattn_args *, void *, size_t, void *);
@@ -92,7 +95,9 @@ void kcap_interpose_atfork_child(void); /* re-initialise the wrapper-slot lock *
 /* ---- capture core (kcap_capture.c) ---- */
 void kcap_init_once(void);
 const kcap_config *kcap_cfg(void);
-void kcap_arm_request(uint64_t count, int off); /* from the watcher */
+/* From the watcher: arm (count), disarm (off) or only report (status_only); the reply for
+ * `kcap arm` ("ok ..." / "error ...", then the stats line) goes to reply. 0 or -1 (refused). */
+int kcap_arm_request(uint64_t count, int off, int status_only, char *reply, size_t n);
 void kcap_capture_stop(const char *why);      /* stop for good (disk full, ...) */
 uint64_t kcap_now_ns(void);
 
@@ -105,6 +110,7 @@ typedef struct kcap_stats {
         dropped_ring_big,    /* one snapshot larger than the whole ring (KCAP_RING_BYTES) */
         dropped_ring_nomem,  /* no ring: the device lacked the free memory for it */
         dropped_sites,       /* no graph / eager site left (a site table limit) */
+        dropped_backoff,     /* writes kept failing: capture waits before retrying (kcap_queue.c) */
         skipped_graph, skipped_invalid, failed_record, failed_write, bytes_accepted,
         bytes_written_dense, graph_captured;
 } kcap_stats;
@@ -117,6 +123,16 @@ int kcap_stats_format(char *buf, size_t n);
 /* ---- queue + writer (kcap_queue.c) ---- */
 int kcap_queue_push(kcap_snapshot *s, uint64_t seq, int rank); /* 0 or KCAP_ERR_FULL/STOP */
 int kcap_queue_would_fit(size_t bytes);
+/* KCAP_QUEUE_BYTES bounds every host byte kcap allocates: queued snapshots, the writer's
+ * buffers and the copies of calls being recorded. A call reserves its bound (kcap_size.h)
+ * before copying (0, or KCAP_ERR_FULL: copy nothing), hands it to the queue with the
+ * snapshot (push_reserved: the reservation becomes the snapshot's real size), or gives it
+ * back (unreserve; 0 is a no-op). */
+int kcap_queue_reserve(size_t bytes);
+void kcap_queue_unreserve(size_t bytes);
+int kcap_queue_push_reserved(kcap_snapshot *s, uint64_t seq, int rank, size_t reserved);
+/* 1 while writes keep failing and capture waits before the next attempt (1 s .. 60 s). */
+int kcap_queue_backoff(void);
 int kcap_queue_flush(int timeout_ms); /* returns snapshots still pending at the deadline */
 void kcap_queue_atfork_prepare(void);
 void kcap_queue_atfork_parent(void);
@@ -126,6 +142,8 @@ uint64_t kcap_queue_pending(void);
 
 /* ---- arming watcher (kcap_arm.c) ---- */
 void kcap_arm_start(const char *dir);
+/* Temp and control files of dead processes older than this are removed at start. */
+#define KCAP_STALE_AGE_S 10
 void kcap_arm_atfork_child(void);
 /* Name of the control file a `kcap arm PID` drops into the capture directory. */
 #define KCAP_ARM_FILE_FMT ".kcap-arm-%ld"
@@ -170,5 +188,14 @@ void kcap_gpu_atfork_child(void);
 /* Filled by the core for each snapshot (kcap_capture.c). */
 void kcap_fill_meta(kcap_slot *sl, kcap_meta *m, uint64_t seq, kcap_devctx *dc);
 int kcap_rank(void);
+
+/* ---- kcap_meta.c ---- */
+void kcap_rank_init(void);                 /* read once at init; a garbage value is logged */
+void kcap_call_library(kcap_vattn_fn real); /* this thread's call goes to `real`'s library */
+void kcap_meta_atfork_child(void);
+/* Run fn(arg) on a short-lived thread of ours and wait for it: for one-off steps that need
+ * more stack than a host thread may have (the capture path uses <= 4 KiB of the caller's).
+ * -1 when no thread could be started (fn did not run). */
+int kcap_run_on_own_stack(void (*fn)(void *), void *arg);
 
 #endif

@@ -23,7 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kcap_cli.h" /* KCAP_VERSION */
+#include "kcap_names.h"
+#include "kcap_size.h"
 #include "vattn_check.h"
 
 enum { KCAP_M_OFF = 0, KCAP_M_DORMANT = 1, KCAP_M_ACTIVE = 2 };
@@ -42,19 +43,9 @@ static _Thread_local int t_busy;  /* recursion guard: a capture in progress on t
  * then what the real function left (our own syscalls around it must not show through) */
 static _Thread_local int t_errno;
 static pthread_mutex_t g_arm_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t g_lib_lock = PTHREAD_MUTEX_INITIALIZER; /* kcap_lib_identity */
 
 static atomic_int g_log_invalid, g_log_graph, g_log_record, g_log_full, g_log_cap, g_log_max,
     g_log_host_data;
-
-/* vattn_check.c (shared with the kernel libraries) asks the library for its workspace size;
- * capture checks only what it must read, so workspace needs are none of its business. */
-/* (local to libkcap.so through the version script, so it never shadows the library's) */
-size_t vattn_workspace_size(const vattn_args *a)
-{
-    (void)a;
-    return 0;
-}
 
 const kcap_config *kcap_cfg(void) { return &g_cfg; }
 
@@ -97,12 +88,12 @@ int kcap_stats_format(char *buf, size_t n)
 #define U(x) ((unsigned long long)atomic_load(&s->x))
     return snprintf(buf, n,
                     "calls=%llu captured=%llu written=%llu dropped(queue=%llu cap=%llu ring=%llu "
-                    "ring_full=%llu too_big=%llu no_device_memory=%llu sites=%llu) "
+                    "ring_full=%llu too_big=%llu no_device_memory=%llu sites=%llu backoff=%llu) "
                     "skipped(graph=%llu invalid=%llu) failures(record=%llu write=%llu) "
                     "bytes=%llu written_bytes=%llu graph_captured=%llu",
                     U(calls), U(captured), U(written), U(dropped_queue), U(dropped_cap),
                     kcap_stats_ring_drops(), U(dropped_ring_full), U(dropped_ring_big),
-                    U(dropped_ring_nomem), U(dropped_sites), U(skipped_graph), U(skipped_invalid),
+                    U(dropped_ring_nomem), U(dropped_sites), U(dropped_backoff), U(skipped_graph), U(skipped_invalid),
                     U(failed_record), U(failed_write), U(bytes_accepted), U(bytes_written_dense),
                     U(graph_captured));
 #undef U
@@ -160,10 +151,13 @@ static void kcap_fork_child(void)
     /* The child owns none of the parent's threads: reset every lock and counter, drop the
        inherited queue, and start over as its own process (its own pid in file names). */
     pthread_mutex_init(&g_arm_lock, NULL);
-    /* held by another thread at fork (hashing a library file, handing out a wrapper slot):
-       never released in the child; the state they guard is re-checked or atomic */
-    pthread_mutex_init(&g_lib_lock, NULL);
+    /* held by another thread at fork (hashing a library file, handing out a wrapper slot,
+       writing a log line): never released in the child; the state they guard is re-checked
+       or atomic */
+    kcap_meta_atfork_child();
+    kcap_log_atfork_child();
     kcap_interpose_atfork_child();
+    kcap_names_init(); /* its own start time (arm requests) and run id */
     kcap_queue_atfork_child();
     kcap_arm_atfork_child();
     kcap_gpu_atfork_child();
@@ -192,9 +186,57 @@ static void kcap_fork_child(void)
 /* ------------------------------------------------------------------------------------ */
 /* initialisation                                                                        */
 
-static void kcap_do_init(void)
+/* KCAP_DIR as given, made absolute against the working directory the process had when
+ * libkcap was loaded: a host that chdir()s before its first call must not move it. */
+static char g_dir_at_load[PATH_MAX];
+
+__attribute__((constructor(103))) static void kcap_capture_ctor(void)
 {
+    const char *d = getenv("KCAP_DIR");
+    char cwd[PATH_MAX];
+    if (d && *d && d[0] != '/' && getcwd(cwd, sizeof cwd)) {
+        size_t a = strlen(cwd), b = strlen(d);
+        if (a + b + 2 < sizeof g_dir_at_load) {
+            memcpy(g_dir_at_load, cwd, a);
+            g_dir_at_load[a] = '/';
+            memcpy(g_dir_at_load + a + 1, d, b + 1);
+        }
+    }
+}
+
+/* Why capture is off (for `kcap arm`'s reply); "" while it is not. */
+static char g_off_why[320];
+
+static void kcap_off(const char *why)
+{
+    snprintf(g_off_why, sizeof g_off_why, "%.300s", why);
+    kcap_set_mode(KCAP_M_OFF);
+}
+
+/* A directory that another user can write is a place where anyone could plant files for
+ * us to read (arm requests) or to be overwritten: refused. */
+static int kcap_dir_private(const char *dir, char *why, size_t n)
+{
+    struct stat st;
+    if (stat(dir, &st))
+        return snprintf(why, n, "KCAP_DIR=%.300s: %s", dir, strerror(errno)), -1;
+    if (st.st_uid != geteuid() && st.st_uid != 0)
+        return snprintf(why, n, "KCAP_DIR=%.300s belongs to uid %ld, not to this process's uid %ld",
+                        dir, (long)st.st_uid, (long)geteuid()), -1;
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+        return snprintf(why, n, "KCAP_DIR=%.300s is writable by other users (mode %04o); use a "
+                        "private directory", dir, (unsigned)(st.st_mode & 07777)), -1;
+    return 0;
+}
+
+/* The whole initialisation, on a thread of ours (kcap_run_on_own_stack): mkdir, realpath
+ * and the directory scan need more stack than a host thread may have. */
+static void kcap_do_init_job(void *arg)
+{
+    (void)arg;
     char why[512];
+    kcap_names_init();
+    kcap_rank_init();
     int rc = kcap_config_parse(&g_cfg, kcap_env, NULL, why, sizeof why);
     kcap_log_level = g_cfg.log;
     if (rc) {
@@ -206,15 +248,33 @@ static void kcap_do_init(void)
             kcap_log(KCAP_LOG_WARN, "%s; capture is off", why);
             kcap_log_level = save;
         }
-        kcap_set_mode(KCAP_M_OFF);
+        kcap_off(why);
+        /* still answer `kcap arm` (with the reason) when the directory itself is usable */
+        const char *dm = getenv("KCAP_DORMANT");
+        if (dm && !strcmp(dm, "1") && g_cfg.dir[0] == '/' && !kcap_dir_private(g_cfg.dir, why, sizeof why))
+            kcap_arm_start(g_cfg.dir);
         return;
     }
+    if (g_dir_at_load[0] && g_cfg.dir[0] != '/')
+        snprintf(g_cfg.dir, sizeof g_cfg.dir, "%s", g_dir_at_load);
     kcap_error e = {0};
     if (kcap_mkdir_private(g_cfg.dir, &e)) {
         kcap_log(KCAP_LOG_WARN, "cannot create KCAP_DIR: %s; capture is off", e.msg);
-        kcap_set_mode(KCAP_M_OFF);
+        kcap_off(e.msg);
         return;
     }
+    char abs[PATH_MAX];
+    if (realpath(g_cfg.dir, abs))
+        snprintf(g_cfg.dir, sizeof g_cfg.dir, "%s", abs);
+    if (kcap_dir_private(g_cfg.dir, why, sizeof why)) {
+        kcap_log(KCAP_LOG_WARN, "%s; capture is off", why);
+        kcap_off(why);
+        return;
+    }
+    int cleaned = kcap_clean_stale(g_cfg.dir, KCAP_STALE_AGE_S);
+    if (cleaned)
+        kcap_log(KCAP_LOG_INFO, "removed %d temp files of dead processes from %s", cleaned,
+                 g_cfg.dir);
     pthread_atfork(kcap_fork_prepare, kcap_fork_parent, kcap_fork_child);
     kcap_register_atexit();
     g_budget.max = g_cfg.max;
@@ -227,6 +287,12 @@ static void kcap_do_init(void)
         kcap_set_mode(KCAP_M_ACTIVE);
         kcap_log(KCAP_LOG_INFO, "capturing into %s", g_cfg.dir);
     }
+}
+
+static void kcap_do_init(void)
+{
+    if (kcap_run_on_own_stack(kcap_do_init_job, NULL))
+        kcap_off("no thread could be started for the initialisation");
 }
 
 void kcap_init_once(void)
@@ -242,118 +308,41 @@ void kcap_init_once(void)
     }
 }
 
-void kcap_arm_request(uint64_t count, int off)
+int kcap_arm_request(uint64_t count, int off, int status_only, char *reply, size_t n)
 {
     pthread_mutex_lock(&g_arm_lock);
-    int m = atomic_load(&g_mode);
-    if (m == KCAP_M_OFF || atomic_load(&g_stopped)) {
-        pthread_mutex_unlock(&g_arm_lock);
-        kcap_log(KCAP_LOG_WARN, "arm request ignored: capture is off in this process");
-        return;
-    }
-    if (off) {
+    int m = atomic_load(&g_mode), rc = 0;
+    char stats[640];
+    kcap_stats_format(stats, sizeof stats);
+    if (status_only) {
+        snprintf(reply, n, "ok %s\n%s\n", m == KCAP_M_ACTIVE ? "armed" : m == KCAP_M_DORMANT
+                 ? "dormant" : "off", stats);
+    } else if (m == KCAP_M_OFF || atomic_load(&g_stopped)) {
+        snprintf(reply, n, "error capture is off in this process: %s\n%s\n",
+                 g_off_why[0] ? g_off_why : "stopped", stats);
+        rc = -1;
+    } else if (off) {
         kcap_budget_arm(&g_budget, 0);
         kcap_set_mode(KCAP_M_DORMANT);
         kcap_log(KCAP_LOG_INFO, "disarmed");
+        snprintf(reply, n, "ok disarmed\n%s\n", stats);
     } else {
         kcap_budget_arm(&g_budget, count ? count : 1);
         kcap_set_mode(KCAP_M_ACTIVE);
         kcap_log(KCAP_LOG_INFO, "armed for %llu snapshots", (unsigned long long)(count ? count : 1));
+        snprintf(reply, n, "ok armed for %llu snapshots\n%s\n",
+                 (unsigned long long)(count ? count : 1), stats);
     }
     pthread_mutex_unlock(&g_arm_lock);
+    return rc;
 }
 
 void kcap_capture_stop(const char *why)
 {
     if (atomic_exchange(&g_stopped, 1))
         return;
-    kcap_set_mode(KCAP_M_OFF);
+    kcap_off(why);
     kcap_log(KCAP_LOG_WARN, "capture stopped: %s", why);
-}
-
-/* ------------------------------------------------------------------------------------ */
-/* metadata                                                                              */
-
-int kcap_rank(void)
-{
-    static const char *const vars[] = {"KCAP_RANK", "RANK", "LOCAL_RANK", "TP_RANK",
-                                       "SGLANG_TP_RANK", "OMPI_COMM_WORLD_RANK",
-                                       "SLURM_PROCID", "PMI_RANK"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        uint64_t r;
-        if (v && !kcap_parse_u64(v, &r) && r < 1000000)
-            return (int)r;
-    }
-    return -1;
-}
-
-static void kcap_lib_identity(kcap_slot *sl)
-{
-    Dl_info di;
-    void *fn = (void *)atomic_load(&sl->real);
-    if (!dladdr(fn, &di) || !di.dli_fname) {
-        snprintf(sl->lib_path, sizeof sl->lib_path, "unknown");
-        snprintf(sl->lib_hash, sizeof sl->lib_hash, "xxh64:0000000000000000");
-        return;
-    }
-    if (atomic_load(&sl->lib_ready) && sl->lib_base == di.dli_fbase)
-        return;
-    char path[PATH_MAX]; /* realpath needs PATH_MAX (FORTIFY aborts on less) */
-    if (!realpath(di.dli_fname, path))
-        snprintf(path, sizeof path, "%s", di.dli_fname);
-    uint64_t h = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        struct stat st;
-        if (!fstat(fd, &st) && st.st_size > 0 && st.st_size < (1ll << 32)) {
-            void *buf = malloc((size_t)st.st_size);
-            size_t got = 0;
-            while (buf && got < (size_t)st.st_size) {
-                ssize_t r = read(fd, (char *)buf + got, (size_t)st.st_size - got);
-                if (r <= 0)
-                    break;
-                got += (size_t)r;
-            }
-            if (buf && got == (size_t)st.st_size)
-                h = kcap_xxh64(buf, got, 0);
-            free(buf);
-        }
-        close(fd);
-    }
-    snprintf(sl->lib_path, sizeof sl->lib_path, "%.1023s", path);
-    snprintf(sl->lib_hash, sizeof sl->lib_hash, "xxh64:%016llx", (unsigned long long)h);
-    sl->lib_base = di.dli_fbase;
-    atomic_store(&sl->lib_ready, 1);
-}
-
-void kcap_fill_meta(kcap_slot *sl, kcap_meta *m, uint64_t seq, kcap_devctx *dc)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    char base[32];
-    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(m->time_utc, sizeof m->time_utc, "%.20s.%03dZ", base, (int)(ts.tv_nsec / 1000000));
-    if (gethostname(m->host, sizeof m->host))
-        snprintf(m->host, sizeof m->host, "unknown");
-    m->host[sizeof m->host - 1] = '\0';
-    m->pid = (int64_t)getpid();
-    m->rank = kcap_rank();
-    m->seq = seq;
-    snprintf(m->kcap_version, sizeof m->kcap_version, "%s", KCAP_VERSION);
-    if (!m->call[0])
-        snprintf(m->call, sizeof m->call, "%s", kcap_call_name(sl->call));
-    pthread_mutex_lock(&g_lib_lock);
-    kcap_lib_identity(sl);
-    snprintf(m->lib_path, sizeof m->lib_path, "%s", sl->lib_path);
-    snprintf(m->lib_hash, sizeof m->lib_hash, "%s", sl->lib_hash);
-    pthread_mutex_unlock(&g_lib_lock);
-    if (dc && dc->cu)
-        kcap_dev_meta(dc, m);
-    else
-        snprintf(m->device_name, sizeof m->device_name, "cpu");
 }
 
 /* A verdict of the budget that changes the mode: KCAP_MAX committed (capture off for good),
@@ -419,6 +408,7 @@ static int kcap_graph_only(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *
 {
     kcap_devctx dc = {0};
     dc.stream = stream;
+    kcap_call_library(real);
     if (!a || vattn_check_args(a, ws, wsb, 0) != VATTN_OK || !kcap_mem_classify(a->q, &dc.cu, &dc.ctx))
         return kcap_real(real, a, ws, wsb, stream);
     void *saved = NULL;
@@ -477,10 +467,38 @@ static int kcap_bytes_fit(size_t n)
     return 1;
 }
 
+/* The per-call state, on the heap: the calling thread's stack may be 16 KiB. */
+typedef struct kcap_call_ctx {
+    kcap_devctx dc;
+    kcap_mem_ops ops;
+    kcap_error err;
+} kcap_call_ctx;
+
+static void kcap_log_full(void)
+{
+    kcap_log_once(&g_log_full, KCAP_LOG_WARN,
+                  "queue full (KCAP_QUEUE_BYTES=%llu bounds all of kcap's host memory): "
+                  "snapshots dropped and counted", (unsigned long long)g_cfg.queue_bytes);
+}
+
+/* The real call for a snapshot that will not be kept: the library's verdict decides how it
+ * is counted (a call it rejects is `invalid` whatever stopped us). */
+static int kcap_real_uncaptured(kcap_vattn_fn real, const vattn_args *a, void *ws, size_t wsb,
+                                void *stream, atomic_ullong *counter)
+{
+    int status = kcap_real(real, a, ws, wsb, stream);
+    atomic_fetch_add(status != VATTN_OK ? &kcap_g_stats.skipped_invalid : counter, 1);
+    if (counter == &kcap_g_stats.dropped_queue && status == VATTN_OK)
+        kcap_log_full();
+    kcap_unreserve();
+    return status;
+}
+
 static int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *a, void *ws,
                             size_t wsb, void *stream, uint64_t seq)
 {
     const kcap_call_desc *d = kcap_call_find(kcap_call_name(sl->call));
+    kcap_call_library(real); /* the library's own workspace rule for vattn_check_args */
     if (!d || vattn_check_args(a, ws, wsb, 0) != VATTN_OK) {
         /* the real library rejects this call too (and writes nothing): nothing to keep */
         atomic_fetch_add(&kcap_g_stats.skipped_invalid, 1);
@@ -489,24 +507,24 @@ static int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args 
         kcap_unreserve();
         return kcap_real(real, a, ws, wsb, stream);
     }
-    if (!kcap_queue_would_fit(0)) {
-        atomic_fetch_add(&kcap_g_stats.dropped_queue, 1);
-        kcap_log_once(&g_log_full, KCAP_LOG_WARN,
-                      "queue full (KCAP_QUEUE_BYTES=%llu): snapshots dropped and counted",
-                      (unsigned long long)g_cfg.queue_bytes);
+    if (kcap_queue_backoff()) {
+        /* writes keep failing (disk full...): nothing is copied until the next retry */
+        atomic_fetch_add(&kcap_g_stats.dropped_backoff, 1);
         kcap_unreserve();
         return kcap_real(real, a, ws, wsb, stream);
     }
-
+    if (!kcap_queue_would_fit(0)) {
+        atomic_fetch_add(&kcap_g_stats.dropped_queue, 1);
+        kcap_log_full();
+        kcap_unreserve();
+        return kcap_real(real, a, ws, wsb, stream);
+    }
     kcap_devctx dc = {0};
+    kcap_mem_ops ops;
     dc.stream = stream;
     dc.num_slots = a->num_slots;
-    dc.max_copy = g_cfg.queue_bytes;
-    if (g_cfg.max_bytes && g_cfg.max_bytes < dc.max_copy)
-        dc.max_copy = g_cfg.max_bytes;
     int dev = kcap_mem_classify(a->q, &dc.cu, &dc.ctx);
     void *saved_ctx = NULL;
-    kcap_mem_ops ops;
     if (dev) {
         if (kcap_dev_push(&dc, &saved_ctx)) {
             atomic_fetch_add(&kcap_g_stats.failed_record, 1);
@@ -539,76 +557,91 @@ static int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args 
         }
         kcap_mem_dev_ops(&dc, &ops);
     } else {
-        if (vattn_check_host_data(a) != VATTN_OK) {
-            atomic_fetch_add(&kcap_g_stats.skipped_invalid, 1);
-            kcap_log_once(&g_log_host_data, KCAP_LOG_INFO,
-                          "a %s call with invalid kv_indptr/kv_indices was not captured",
-                          kcap_call_name(sl->call));
-            kcap_unreserve();
-            return kcap_real(real, a, ws, wsb, stream);
-        }
         kcap_mem_host_ops(&dc, &ops);
     }
+    kcap_call_ctx *cx = calloc(1, sizeof *cx);
+    if (!cx) {
+        if (dev)
+            kcap_dev_pop(&dc, saved_ctx);
+        atomic_fetch_add(&kcap_g_stats.failed_record, 1);
+        kcap_unreserve();
+        return kcap_real(real, a, ws, wsb, stream);
+    }
+    cx->dc = dc;
+    cx->ops = ops;
+    cx->ops.ctx = &cx->dc;
+    kcap_error *err = &cx->err;
 
-    kcap_error err = {0};
+    /* Reserve what recording will allocate BEFORE allocating it; every host read on the way
+       (kv_indptr here, all tensors below) goes through the fault-safe ops. */
+    size_t bound = 0;
+    int status;
+    if (kcap_call_bound(d, a, &cx->ops, &bound, err)) {
+        if (dev)
+            kcap_dev_pop(&cx->dc, saved_ctx);
+        status = kcap_real_uncaptured(real, a, ws, wsb, stream, &kcap_g_stats.failed_record);
+        free(cx);
+        return status;
+    }
+    if (kcap_queue_reserve(bound)) {
+        if (dev)
+            kcap_dev_pop(&cx->dc, saved_ctx);
+        status = kcap_real_uncaptured(real, a, ws, wsb, stream, &kcap_g_stats.dropped_queue);
+        free(cx);
+        return status;
+    }
+    cx->dc.max_copy = bound; /* kv_indptr changed under us: the copy fails, memory stays bounded */
+
     kcap_snapshot *snap = kcap_snapshot_create();
-    int rc = snap ? kcap_call_record(d, a, KCAP_ARG_IN, &ops, snap, &err)
-                  : kcap_error_set(&err, KCAP_ERR_NOMEM, "out of memory for a snapshot");
-    int status = kcap_real(real, a, ws, wsb, stream);
-    if (!rc)
-        rc = kcap_call_record(d, a, KCAP_ARG_OUT, &ops, snap, &err);
+    int rc = snap ? kcap_call_record(d, a, KCAP_ARG_IN, &cx->ops, snap, err)
+                  : kcap_error_set(err, KCAP_ERR_NOMEM, "out of memory for a snapshot");
+    status = kcap_real(real, a, ws, wsb, stream);
+    if (!rc && status == VATTN_OK)
+        rc = kcap_call_record(d, a, KCAP_ARG_OUT, &cx->ops, snap, err);
     if (dev) {
         if (!rc) {
             snap->meta.in_stream_capture = 0;
-            kcap_fill_meta(sl, &snap->meta, seq, &dc);
+            kcap_fill_meta(sl, &snap->meta, seq, &cx->dc);
         }
-        kcap_dev_pop(&dc, saved_ctx);
+        kcap_dev_pop(&cx->dc, saved_ctx);
     } else if (!rc) {
         kcap_fill_meta(sl, &snap->meta, seq, NULL);
     }
-    if (rc && dc.err == KCAP_ERR_FULL) {
-        /* one tensor alone is larger than a cap: a drop by the cap, not a failure */
-        int by_bytes = g_cfg.max_bytes && g_cfg.max_bytes <= g_cfg.queue_bytes;
-        atomic_fetch_add(by_bytes ? &kcap_g_stats.dropped_cap : &kcap_g_stats.dropped_queue, 1);
-        if (by_bytes)
+    atomic_ullong *drop = NULL;
+    if (status != VATTN_OK) {
+        drop = &kcap_g_stats.skipped_invalid; /* the library rejected it: nothing to keep */
+        kcap_log_once(&g_log_host_data, KCAP_LOG_INFO, "a %s call the library rejected (status "
+                      "%d) was not captured", kcap_call_name(sl->call), status);
+    } else if (rc && cx->dc.err == KCAP_ERR_FULL) {
+        drop = &kcap_g_stats.dropped_queue;
+        kcap_log_full();
+    } else if (rc) {
+        drop = &kcap_g_stats.failed_record;
+        kcap_log_once(&g_log_record, KCAP_LOG_WARN, "recording %s #%llu failed: %s (%s)",
+                      kcap_call_name(sl->call), (unsigned long long)seq,
+                      err->msg[0] ? err->msg : kcap_err_string(err->code), kcap_err_string(rc));
+    }
+    size_t bytes = drop ? 0 : kcap_snapshot_bytes(snap);
+    if (!drop) {
+        snap->meta.call_status = status;
+        if (!kcap_bytes_fit(bytes)) {
+            drop = &kcap_g_stats.dropped_cap;
             kcap_log_once(&g_log_cap, KCAP_LOG_WARN,
                           "KCAP_MAX_BYTES=%llu reached: further snapshots that do not fit are "
                           "dropped and counted", (unsigned long long)g_cfg.max_bytes);
-        else
-            kcap_log_once(&g_log_full, KCAP_LOG_WARN,
-                          "queue full (KCAP_QUEUE_BYTES=%llu): snapshots dropped and counted",
-                          (unsigned long long)g_cfg.queue_bytes);
-        kcap_snapshot_free(snap);
-        kcap_unreserve();
-        return status;
+        } else if (kcap_queue_push_reserved(snap, seq, snap->meta.rank, bound)) {
+            atomic_fetch_sub(&kcap_g_stats.bytes_accepted, bytes);
+            drop = &kcap_g_stats.dropped_queue;
+            kcap_log_full();
+        } else {
+            bound = 0; /* the queue owns the reservation now */
+        }
     }
-    if (rc) {
-        atomic_fetch_add(&kcap_g_stats.failed_record, 1);
-        kcap_log_once(&g_log_record, KCAP_LOG_WARN, "recording %s #%llu failed: %s (%s)",
-                      kcap_call_name(sl->call), (unsigned long long)seq,
-                      err.msg[0] ? err.msg : kcap_err_string(err.code), kcap_err_string(rc));
+    free(cx);
+    if (drop) {
+        atomic_fetch_add(drop, 1);
         kcap_snapshot_free(snap);
-        kcap_unreserve();
-        return status;
-    }
-    snap->meta.call_status = status;
-    size_t bytes = kcap_snapshot_bytes(snap);
-    if (!kcap_bytes_fit(bytes)) {
-        atomic_fetch_add(&kcap_g_stats.dropped_cap, 1);
-        kcap_log_once(&g_log_cap, KCAP_LOG_WARN,
-                      "KCAP_MAX_BYTES=%llu reached: further snapshots that do not fit are "
-                      "dropped and counted", (unsigned long long)g_cfg.max_bytes);
-        kcap_snapshot_free(snap);
-        kcap_unreserve();
-        return status;
-    }
-    if (kcap_queue_push(snap, seq, snap->meta.rank)) {
-        atomic_fetch_sub(&kcap_g_stats.bytes_accepted, bytes);
-        atomic_fetch_add(&kcap_g_stats.dropped_queue, 1);
-        kcap_log_once(&g_log_full, KCAP_LOG_WARN,
-                      "queue full (KCAP_QUEUE_BYTES=%llu): snapshots dropped and counted",
-                      (unsigned long long)g_cfg.queue_bytes);
-        kcap_snapshot_free(snap);
+        kcap_queue_unreserve(bound);
         kcap_unreserve();
         return status;
     }

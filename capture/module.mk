@@ -1,15 +1,21 @@
 # capture/module.mk — rules of the capture module: build/lib/libkcap.so (the LD_PRELOAD
 # interposer), the `kcap record` / `kcap arm` subcommands, and capture's tests and benches.
 #
-# libkcap.so links formats (static, PIC) + common + the shared argument checks of kernels/,
-# and exports only the interposed symbols (capture/libkcap.map). The gather/staging kernels
+# libkcap.so links formats (static, PIC) + common + the shared argument checks of kernels/
+# (compiled here with the library's vattn_workspace_size renamed to kcap_lib_workspace_size,
+# which asks the real library: libkcap defines no kernel symbol it does not forward), and
+# exports only the interposed symbols (capture/libkcap.map). The gather/staging kernels
 # are compiled to PTX by nvcc when it exists and embedded (capture/kcap_ptx.S); without nvcc
 # the library still builds and uses plain copies on the device.
 
 KCAP_LIB := $(LIB)/libkcap.so
-CAPTURE_SRCS := kcap_interpose kcap_capture kcap_budget kcap_queue kcap_arm kcap_mem kcap_gpu kcap_ring kcap_config kcap_log
+CAPTURE_SRCS := kcap_interpose kcap_capture kcap_budget kcap_queue kcap_arm kcap_mem kcap_gpu kcap_ring kcap_config kcap_log \
+                kcap_meta kcap_names kcap_size
 CAPTURE_OBJS := $(patsubst %,$(OBJ)/capture/%.o,$(CAPTURE_SRCS)) $(OBJ)/capture/kcap_ptx.o \
-                $(OBJ)/kernels/vattn_check.o
+                $(OBJ)/capture/kcap_vattn_check.o
+$(OBJ)/capture/kcap_vattn_check.o: kernels/vattn_check.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -fvisibility=hidden -Dvattn_workspace_size=kcap_lib_workspace_size -MMD -MP -c $< -o $@
 # formats/module.mk defines FORMATS_LIB once it can build it; until then nothing here that
 # links it is part of `make all` (keeps the tree green for everyone).
 KCAP_FORMATS_READY := $(if $(FORMATS_LIB),1,)
@@ -36,16 +42,20 @@ endif
 $(KCAP_LIB): $(CAPTURE_OBJS) $(FORMATS_LIB) $(COMMON_OBJS) capture/libkcap.map
 	@mkdir -p $(@D)
 	$(CC) -shared -Wl,-soname,libkcap.so -Wl,--version-script=capture/libkcap.map \
-	  -Wl,-z,nodelete $(LDFLAGS) -o $@ $(CAPTURE_OBJS) $(FORMATS_LIB) $(COMMON_OBJS) \
+	  -Wl,-z,nodelete -Wl,--wrap=kcap_h5_lock,--wrap=kcap_h5_unlock $(LDFLAGS) -o $@ $(CAPTURE_OBJS) $(FORMATS_LIB) $(COMMON_OBJS) \
 	  $(HDF5_LIBS) -lzstd -ldl -lm
 
 KCAP_CLI_OBJS += $(OBJ)/capture/kcap_cmd_record.o $(OBJ)/capture/kcap_cmd_arm.o \
-                 $(OBJ)/capture/kcap_config_cli.o
+                 $(OBJ)/capture/kcap_config_cli.o $(OBJ)/capture/kcap_names_cli.o
 
 # the CLI gets its own copy of the parsers (default visibility, no libkcap internals)
 $(OBJ)/capture/kcap_config_cli.o: capture/kcap_config.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(HDF5_CFLAGS) -MMD -MP -c $< -o $@
+
+$(OBJ)/capture/kcap_names_cli.o: capture/kcap_names.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
 # ---- tests ------------------------------------------------------------------------------
 CAPT := $(TBIN)/capture

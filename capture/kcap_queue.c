@@ -22,7 +22,11 @@
  * --wrap for those two, so each such section also holds our gate below, a lock we can reset
  * in the child (formats' own recursive lock, held across fork, could never be released
  * there: its owner is a thread id the child does not have). The child thus inherits libhdf5
- * between two calls, drops the parent's pending snapshots, and starts its own writer.
+ * between two calls, drops the parent's pending snapshots, and starts its own writer. The
+ * wait is bounded (2 ms; chunks of at most 1 MiB keep each libhdf5 call shorter than that on
+ * a page cache): past it the fork goes ahead, and that child, whose libhdf5 may be mid-call,
+ * never touches libhdf5 — its snapshots are dropped and counted, never written with a
+ * broken library.
  */
 #include "kcap_cap.h"
 #include "kcap_names.h"
@@ -65,7 +69,9 @@ static int w_consec_fail;
 static int w_backoff_s;     /* current back-off step, 0 = none */
 static atomic_ullong g_backoff_until_ns;
 static kcap_writer *g_writer;
-static atomic_int g_log_write, g_log_writer;
+static int fork_gate_locked; /* prepare holds g_h5_gate */
+static int child_no_hdf5;    /* forked during a libhdf5 call: never touch libhdf5 here */
+static atomic_int g_log_write, g_log_writer, g_log_nohdf5;
 
 /* The --wrap'ed formats lock (capture/module.mk). */
 void __real_kcap_h5_lock(void);
@@ -100,7 +106,7 @@ static void kcap_writer_plan(kcap_writer_opts *o, size_t *fixed)
     const kcap_config *c = kcap_cfg();
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = c->threads > 0 ? c->threads : (int)(ncpu < 1 ? 1 : ncpu > 4 ? 4 : ncpu);
-    size_t chunk = 4u << 20;
+    size_t chunk = 1u << 20; /* one libhdf5 chunk store stays short (fork waits for it) */
     while (kcap_writer_bytes(threads, chunk, c->level) > c->queue_bytes / 4) {
         if (chunk > (64u << 10))
             chunk /= 2;
@@ -232,6 +238,12 @@ static int kcap_writer_ensure(void)
 {
     if (w_running)
         return 0;
+    if (child_no_hdf5) {
+        kcap_log_once(&g_log_nohdf5, KCAP_LOG_WARN, "this process was forked during a libhdf5 "
+                      "call of its parent's snapshot writer: its snapshots cannot be written "
+                      "and are dropped and counted");
+        return KCAP_ERR_UNSUPPORTED;
+    }
     kcap_writer_opts o;
     size_t fixed;
     kcap_writer_plan(&o, &fixed);
@@ -379,15 +391,21 @@ int kcap_queue_flush(int timeout_ms)
 
 void kcap_queue_atfork_prepare(void)
 {
-    /* waits for one libhdf5 call at most (a chunk store), never for a whole write */
-    pthread_mutex_lock(&g_h5_gate);
+    /* waits for the libhdf5 call in progress (one chunk store), at most 2 ms, never for a
+       whole write */
+    uint64_t until = kcap_now_ns() + 2000000ull;
+    while (!(fork_gate_locked = !pthread_mutex_trylock(&g_h5_gate)) && kcap_now_ns() < until) {
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
     pthread_mutex_lock(&q_lock);
 }
 
 void kcap_queue_atfork_parent(void)
 {
     pthread_mutex_unlock(&q_lock);
-    pthread_mutex_unlock(&g_h5_gate);
+    if (fork_gate_locked)
+        pthread_mutex_unlock(&g_h5_gate);
 }
 
 void kcap_queue_atfork_child(void)
@@ -400,6 +418,9 @@ void kcap_queue_atfork_child(void)
     pthread_mutex_init(&q_lock, NULL);
     pthread_cond_init(&q_cond, NULL);
     pthread_cond_init(&q_drain, NULL);
+    if (!fork_gate_locked)
+        child_no_hdf5 = 1;
+    fork_gate_locked = 0;
     kcap_qnode *n = q_head;
     while (n) { /* the parent writes these; the child's copies are just freed */
         kcap_qnode *next = n->next;

@@ -61,7 +61,7 @@ $(OBJ)/capture/kcap_names_cli.o: capture/kcap_names.c
 CAPT := $(TBIN)/capture
 CAPTURE_TEST_BINS := $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/capture_client \
                      $(CAPT)/snapcmp $(CAPT)/libvattn_null.so $(CAPT)/bench_dormant \
-                     $(CAPT)/test_capture_ring
+                     $(CAPT)/test_capture_ring $(CAPT)/badargs_client
 $(CAPT)/test_capture_config: tests/capture/test_capture_config.c $(OBJ)/capture/kcap_config_cli.o
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS)
@@ -82,6 +82,10 @@ $(CAPT)/capture_client: tests/capture/capture_client.c $(LIB)/libverify_attn_cpu
 	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(LIB) -lverify_attn_cpu \
 	  -Wl,-rpath,'$$ORIGIN/../../lib' -lm
 
+$(CAPT)/badargs_client: tests/capture/badargs_client.c $(LIB)/libverify_attn_cpu.so
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(LIB) -lverify_attn_cpu -Wl,-rpath,'$$ORIGIN/../../lib'
+
 $(CAPT)/snapcmp: tests/capture/snapcmp.c $(FORMATS_LIB) $(COMMON_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(HDF5_CFLAGS) $< -o $@ $(LDFLAGS) $(FORMATS_LIB) $(COMMON_OBJS) \
@@ -100,7 +104,9 @@ ALL_TARGETS += $(KCAP_LIB) $(CAPTURE_TEST_BINS)
 TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring tests/capture/test_capture_c.sh \
          tests/capture/test_capture_py.sh tests/capture/test_capture_select.sh \
          tests/capture/test_capture_arm.sh tests/capture/test_capture_faults.sh \
-         tests/capture/test_capture_concurrency.sh
+         tests/capture/test_capture_concurrency.sh tests/capture/test_capture_faults_host.sh \
+         tests/capture/test_capture_faults_files.sh tests/capture/test_capture_faults_load.sh \
+         tests/capture/test_capture_arm_misuse.sh
 ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring tests/capture/test_capture_c.sh
 GPU_TESTS += tests/capture/test_capture_gpu.sh
 BENCHES += tests/capture/bench_dormant.sh

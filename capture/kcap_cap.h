@@ -7,7 +7,8 @@
  * kcap_mem.c (host and device memory ops), kcap_gpu.c (issue 8: zero-stall device staging),
  * kcap_config.c (environment parsing, also used by `kcap record`), kcap_log.c,
  * kcap_meta.c (snapshot metadata, library identity, work on a thread of our own),
- * kcap_names.c (run id, file names, stale-file cleanup), kcap_size.c (memory bound of a call).
+ * kcap_names.c (run id, file names, stale-file cleanup), kcap_size.c (memory bound of a call),
+ * kcap_callrec.c (recording one call).
  * Everything here is hidden from the host process by the link's version script.
  */
 #ifndef KCAP_CAP_H
@@ -38,13 +39,13 @@ typedef struct kcap_config {
     uint64_t every;          /* KCAP_EVERY; 1 = every call */
     uint64_t max;            /* KCAP_MAX snapshots; 0 = unlimited */
     uint64_t max_bytes;      /* KCAP_MAX_BYTES (dense bytes accepted); 0 = unlimited */
-    uint64_t queue_bytes;    /* KCAP_QUEUE_BYTES: cap of snapshots waiting for the writer */
+    uint64_t queue_bytes;    /* KCAP_QUEUE_BYTES: bound of all host memory capture allocates */
     int dormant;             /* KCAP_DORMANT=1 */
     int log;                 /* KCAP_LOG quiet|warn|info */
     int flush_ms;            /* KCAP_FLUSH_TIMEOUT seconds at exit, as ms */
     int fork_follow;         /* KCAP_FORK=follow (child captures into its own files) | dormant */
     int level;               /* KCAP_ZSTD_LEVEL */
-    int threads;             /* KCAP_THREADS compression threads */
+    int threads;             /* KCAP_THREADS compression threads; 0 = min(4, CPUs) */
     uint64_t ring_bytes;     /* KCAP_RING_BYTES: bound of the device staging ring */
     int gpu_async;           /* KCAP_GPU_MODE=async (issue 8, default) | sync */
 } kcap_config;
@@ -189,13 +190,6 @@ void kcap_gpu_atfork_child(void);
 void kcap_fill_meta(kcap_slot *sl, kcap_meta *m, uint64_t seq, kcap_devctx *dc);
 int kcap_rank(void);
 
-/* ---- kcap_meta.c ---- */
-void kcap_rank_init(void);                 /* read once at init; a garbage value is logged */
-void kcap_call_library(kcap_vattn_fn real); /* this thread's call goes to `real`'s library */
-void kcap_meta_atfork_child(void);
-/* Run fn(arg) on a short-lived thread of ours and wait for it: for one-off steps that need
- * more stack than a host thread may have (the capture path uses <= 4 KiB of the caller's).
- * -1 when no thread could be started (fn did not run). */
-int kcap_run_on_own_stack(void (*fn)(void *), void *arg);
+#include "kcap_meta.h"
 
 #endif

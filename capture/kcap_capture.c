@@ -1,13 +1,14 @@
 /*
- * kcap_capture.c — the slow path of libkcap.so: configuration, selection, recording one
- * call (apitrace shape: inputs, real call, outputs, same return value), metadata, stats,
- * and the process-lifecycle hooks (exit flush, fork).
+ * kcap_capture.c — the slow path of libkcap.so: configuration and the capture directory,
+ * modes (off / dormant / active) and arming, selection and the snapshot budget, stats, and
+ * the process-lifecycle hooks (exit flush, fork). Recording one call is kcap_callrec.c.
  *
  * The invariant everything here serves: the host sees exactly what it would see without
  * us. The real function is always called exactly once with the caller's arguments and its
  * status returned unchanged; every capture problem is counted, logged once and swallowed.
- * Capture reads its inputs through the shared call description (formats/kcap_calls.h), so
- * this file knows nothing of tensor shapes beyond a sanity check of the args struct.
+ * Initialisation runs once, on a thread of ours (small host stacks): it resolves KCAP_DIR to
+ * an absolute path (relative to the working directory at load time), refuses a directory
+ * other users can write, and removes temp files that dead processes left there.
  */
 #include "kcap_cap.h"
 #include "kcap_budget.h"
@@ -23,8 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kcap_callrec.h"
 #include "kcap_names.h"
-#include "kcap_size.h"
 #include "vattn_check.h"
 
 enum { KCAP_M_OFF = 0, KCAP_M_DORMANT = 1, KCAP_M_ACTIVE = 2 };
@@ -44,8 +45,7 @@ static _Thread_local int t_busy;  /* recursion guard: a capture in progress on t
 static _Thread_local int t_errno;
 static pthread_mutex_t g_arm_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static atomic_int g_log_invalid, g_log_graph, g_log_record, g_log_full, g_log_cap, g_log_max,
-    g_log_host_data;
+static atomic_int g_log_max;
 
 const kcap_config *kcap_cfg(void) { return &g_cfg; }
 
@@ -395,7 +395,7 @@ void kcap_graph_capture_end(void)
 
 /* The one real call of a captured call: errno as the host left it going in, and what the
  * real function leaves is what the host will see coming out (kcap_slow_call restores it). */
-static int kcap_real(kcap_vattn_fn real, const vattn_args *a, void *ws, size_t wsb, void *stream)
+int kcap_real(kcap_vattn_fn real, const vattn_args *a, void *ws, size_t wsb, void *stream)
 {
     errno = t_errno;
     int st = real(a, ws, wsb, stream);
@@ -427,7 +427,7 @@ static int kcap_graph_only(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *
 /* one call                                                                              */
 
 /* Give back a KCAP_MAX / arming reservation that did not turn into a snapshot. */
-static void kcap_unreserve(void) { kcap_budget_release(&g_budget); }
+void kcap_unreserve(void) { kcap_budget_release(&g_budget); }
 
 /* Take a reservation; 0 when this call must not be captured (a limit is reached, or its last
  * units are still in flight). */
@@ -441,7 +441,7 @@ static int kcap_reserve(void)
 }
 
 /* The reservation became a snapshot (queued for writing, or staged on the device). */
-static void kcap_commit(void) { kcap_budget_apply(kcap_budget_commit(&g_budget)); }
+void kcap_commit(void) { kcap_budget_apply(kcap_budget_commit(&g_budget)); }
 
 /* An eager call staged on the device has been drained: it became a snapshot (commit its
  * reservation) or the device or read-back dropped it (give the unit back, so that a later
@@ -452,204 +452,6 @@ void kcap_gpu_eager_settled(int captured)
         kcap_commit();
     else
         kcap_unreserve();
-}
-
-/* Would this snapshot break KCAP_MAX_BYTES? Reserves the bytes when it fits. */
-static int kcap_bytes_fit(size_t n)
-{
-    if (!g_cfg.max_bytes) {
-        atomic_fetch_add(&kcap_g_stats.bytes_accepted, n);
-        return 1;
-    }
-    unsigned long long cur = atomic_load(&kcap_g_stats.bytes_accepted);
-    do {
-        if (cur + n > g_cfg.max_bytes)
-            return 0;
-    } while (!atomic_compare_exchange_weak(&kcap_g_stats.bytes_accepted, &cur, cur + n));
-    return 1;
-}
-
-/* The per-call state, on the heap: the calling thread's stack may be 16 KiB. */
-typedef struct kcap_call_ctx {
-    kcap_devctx dc;
-    kcap_mem_ops ops;
-    kcap_error err;
-} kcap_call_ctx;
-
-static void kcap_log_full(void)
-{
-    kcap_log_once(&g_log_full, KCAP_LOG_WARN,
-                  "queue full (KCAP_QUEUE_BYTES=%llu bounds all of kcap's host memory): "
-                  "snapshots dropped and counted", (unsigned long long)g_cfg.queue_bytes);
-}
-
-/* The real call for a snapshot that will not be kept: the library's verdict decides how it
- * is counted (a call it rejects is `invalid` whatever stopped us). */
-static int kcap_real_uncaptured(kcap_vattn_fn real, const vattn_args *a, void *ws, size_t wsb,
-                                void *stream, atomic_ullong *counter)
-{
-    int status = kcap_real(real, a, ws, wsb, stream);
-    atomic_fetch_add(status != VATTN_OK ? &kcap_g_stats.skipped_invalid : counter, 1);
-    if (counter == &kcap_g_stats.dropped_queue && status == VATTN_OK)
-        kcap_log_full();
-    kcap_unreserve();
-    return status;
-}
-
-static int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *a, void *ws,
-                            size_t wsb, void *stream, uint64_t seq)
-{
-    const kcap_call_desc *d = kcap_call_find(kcap_call_name(sl->call));
-    kcap_call_library(real); /* the library's own workspace rule for vattn_check_args */
-    if (!d || vattn_check_args(a, ws, wsb, 0) != VATTN_OK) {
-        /* the real library rejects this call too (and writes nothing): nothing to keep */
-        atomic_fetch_add(&kcap_g_stats.skipped_invalid, 1);
-        kcap_log_once(&g_log_invalid, KCAP_LOG_INFO,
-                      "a %s call with invalid arguments was not captured", kcap_call_name(sl->call));
-        kcap_unreserve();
-        return kcap_real(real, a, ws, wsb, stream);
-    }
-    if (kcap_queue_backoff()) {
-        /* writes keep failing (disk full...): nothing is copied until the next retry */
-        atomic_fetch_add(&kcap_g_stats.dropped_backoff, 1);
-        kcap_unreserve();
-        return kcap_real(real, a, ws, wsb, stream);
-    }
-    if (!kcap_queue_would_fit(0)) {
-        atomic_fetch_add(&kcap_g_stats.dropped_queue, 1);
-        kcap_log_full();
-        kcap_unreserve();
-        return kcap_real(real, a, ws, wsb, stream);
-    }
-    kcap_devctx dc = {0};
-    kcap_mem_ops ops;
-    dc.stream = stream;
-    dc.num_slots = a->num_slots;
-    int dev = kcap_mem_classify(a->q, &dc.cu, &dc.ctx);
-    void *saved_ctx = NULL;
-    if (dev) {
-        if (kcap_dev_push(&dc, &saved_ctx)) {
-            atomic_fetch_add(&kcap_g_stats.failed_record, 1);
-            kcap_unreserve();
-            return kcap_real(real, a, ws, wsb, stream);
-        }
-        int capturing = kcap_dev_stream_capturing(&dc);
-        if (capturing || g_cfg.gpu_async) {
-            int status = 0;
-            int h = kcap_gpu_capture(sl, a, ws, wsb, stream, seq, capturing, &status);
-            if (h != 1) {
-                kcap_dev_pop(&dc, saved_ctx);
-                /* dropped, or graph nodes (the device counts those): give the unit back;
-                   staged (h == 0): the drainer settles it (kcap_gpu_eager_settled), since
-                   the device may still drop it (ring full) */
-                if (h < 0 || h == 2)
-                    kcap_unreserve();
-                return status;
-            }
-            if (capturing) {
-                /* no device-side staging available: never break the host's graph capture */
-                kcap_dev_pop(&dc, saved_ctx);
-                atomic_fetch_add(&kcap_g_stats.skipped_graph, 1);
-                kcap_log_once(&g_log_graph, KCAP_LOG_WARN,
-                              "%s called during CUDA stream capture: not captured (counted)",
-                              kcap_call_name(sl->call));
-                kcap_unreserve();
-                return kcap_real(real, a, ws, wsb, stream);
-            }
-        }
-        kcap_mem_dev_ops(&dc, &ops);
-    } else {
-        kcap_mem_host_ops(&dc, &ops);
-    }
-    kcap_call_ctx *cx = calloc(1, sizeof *cx);
-    if (!cx) {
-        if (dev)
-            kcap_dev_pop(&dc, saved_ctx);
-        atomic_fetch_add(&kcap_g_stats.failed_record, 1);
-        kcap_unreserve();
-        return kcap_real(real, a, ws, wsb, stream);
-    }
-    cx->dc = dc;
-    cx->ops = ops;
-    cx->ops.ctx = &cx->dc;
-    kcap_error *err = &cx->err;
-
-    /* Reserve what recording will allocate BEFORE allocating it; every host read on the way
-       (kv_indptr here, all tensors below) goes through the fault-safe ops. */
-    size_t bound = 0;
-    int status;
-    if (kcap_call_bound(d, a, &cx->ops, &bound, err)) {
-        if (dev)
-            kcap_dev_pop(&cx->dc, saved_ctx);
-        status = kcap_real_uncaptured(real, a, ws, wsb, stream, &kcap_g_stats.failed_record);
-        free(cx);
-        return status;
-    }
-    if (kcap_queue_reserve(bound)) {
-        if (dev)
-            kcap_dev_pop(&cx->dc, saved_ctx);
-        status = kcap_real_uncaptured(real, a, ws, wsb, stream, &kcap_g_stats.dropped_queue);
-        free(cx);
-        return status;
-    }
-    cx->dc.max_copy = bound; /* kv_indptr changed under us: the copy fails, memory stays bounded */
-
-    kcap_snapshot *snap = kcap_snapshot_create();
-    int rc = snap ? kcap_call_record(d, a, KCAP_ARG_IN, &cx->ops, snap, err)
-                  : kcap_error_set(err, KCAP_ERR_NOMEM, "out of memory for a snapshot");
-    status = kcap_real(real, a, ws, wsb, stream);
-    if (!rc && status == VATTN_OK)
-        rc = kcap_call_record(d, a, KCAP_ARG_OUT, &cx->ops, snap, err);
-    if (dev) {
-        if (!rc) {
-            snap->meta.in_stream_capture = 0;
-            kcap_fill_meta(sl, &snap->meta, seq, &cx->dc);
-        }
-        kcap_dev_pop(&cx->dc, saved_ctx);
-    } else if (!rc) {
-        kcap_fill_meta(sl, &snap->meta, seq, NULL);
-    }
-    atomic_ullong *drop = NULL;
-    if (status != VATTN_OK) {
-        drop = &kcap_g_stats.skipped_invalid; /* the library rejected it: nothing to keep */
-        kcap_log_once(&g_log_host_data, KCAP_LOG_INFO, "a %s call the library rejected (status "
-                      "%d) was not captured", kcap_call_name(sl->call), status);
-    } else if (rc && cx->dc.err == KCAP_ERR_FULL) {
-        drop = &kcap_g_stats.dropped_queue;
-        kcap_log_full();
-    } else if (rc) {
-        drop = &kcap_g_stats.failed_record;
-        kcap_log_once(&g_log_record, KCAP_LOG_WARN, "recording %s #%llu failed: %s (%s)",
-                      kcap_call_name(sl->call), (unsigned long long)seq,
-                      err->msg[0] ? err->msg : kcap_err_string(err->code), kcap_err_string(rc));
-    }
-    size_t bytes = drop ? 0 : kcap_snapshot_bytes(snap);
-    if (!drop) {
-        snap->meta.call_status = status;
-        if (!kcap_bytes_fit(bytes)) {
-            drop = &kcap_g_stats.dropped_cap;
-            kcap_log_once(&g_log_cap, KCAP_LOG_WARN,
-                          "KCAP_MAX_BYTES=%llu reached: further snapshots that do not fit are "
-                          "dropped and counted", (unsigned long long)g_cfg.max_bytes);
-        } else if (kcap_queue_push_reserved(snap, seq, snap->meta.rank, bound)) {
-            atomic_fetch_sub(&kcap_g_stats.bytes_accepted, bytes);
-            drop = &kcap_g_stats.dropped_queue;
-            kcap_log_full();
-        } else {
-            bound = 0; /* the queue owns the reservation now */
-        }
-    }
-    free(cx);
-    if (drop) {
-        atomic_fetch_add(drop, 1);
-        kcap_snapshot_free(snap);
-        kcap_queue_unreserve(bound);
-        kcap_unreserve();
-        return status;
-    }
-    atomic_fetch_add(&kcap_g_stats.captured, 1);
-    kcap_commit();
-    return status;
 }
 
 int kcap_slow_call(kcap_slot *sl, const vattn_args *a, void *ws, size_t wsb, void *stream)

@@ -207,7 +207,7 @@ int kcap_config_parse(kcap_config *c, kcap_getenv_fn get, void *ud, char *why, s
     }
     if ((v = get("KCAP_THREADS", ud)) && *v) {
         if (kcap_parse_u64(v, &u) || u > 256)
-            BAD("KCAP_THREADS='%.64s' is not in 0..256 (0 = all CPUs)", v);
+            BAD("KCAP_THREADS='%.64s' is not in 0..256 (0 = min(4, CPUs))", v);
         c->threads = (int)u;
     }
     if ((v = get("KCAP_GPU_MODE", ud)) && *v) {

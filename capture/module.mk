@@ -10,7 +10,7 @@
 
 KCAP_LIB := $(LIB)/libkcap.so
 CAPTURE_SRCS := kcap_interpose kcap_capture kcap_budget kcap_queue kcap_arm kcap_mem kcap_gpu kcap_ring kcap_config kcap_log \
-                kcap_meta kcap_names kcap_size
+                kcap_meta kcap_names kcap_size kcap_callrec
 CAPTURE_OBJS := $(patsubst %,$(OBJ)/capture/%.o,$(CAPTURE_SRCS)) $(OBJ)/capture/kcap_ptx.o \
                 $(OBJ)/capture/kcap_vattn_check.o
 $(OBJ)/capture/kcap_vattn_check.o: kernels/vattn_check.c
@@ -107,7 +107,8 @@ TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_ca
          tests/capture/test_capture_concurrency.sh tests/capture/test_capture_faults_host.sh \
          tests/capture/test_capture_faults_files.sh tests/capture/test_capture_faults_load.sh \
          tests/capture/test_capture_arm_misuse.sh
-ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring tests/capture/test_capture_c.sh
+ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring tests/capture/test_capture_c.sh \
+              tests/capture/test_capture_faults_host.sh
 GPU_TESTS += tests/capture/test_capture_gpu.sh
 BENCHES += tests/capture/bench_dormant.sh
 GPU_BENCHES += tests/capture/bench_capture_gpu.sh

@@ -18,7 +18,9 @@
  *                  makes one call of its own under a 10 s alarm (a lock inherited held = hang).
  *   --stack KB     the calls run on a thread with a KB KiB stack (ours, painted before each
  *                  call): prints "stack_used=N", the most bytes any call used below its caller.
- *   --big N        each thread's first call is one request of N keys (60000: a ~70 MB snapshot).
+ *   --big N        each thread's first call is one request of N keys (60000: a ~70 MB snapshot);
+ *                  with several threads, all hold their buffers across that call together
+ *                  (barriers), so the peak memory of a run does not depend on timing.
  *   --fork-latency N  after the calls, fork N times while libkcap's writer is busy; prints
  *                  "fork_max_us=N"; the last child makes one call and exits normally.
  *   --reopen-stderr FILE  close fd 2 and open FILE in its place before calling.
@@ -49,6 +51,8 @@ static int g_errno_check, g_fork_during;
 static int g_invalid; /* every other call has num_heads = 0: the library rejects it */ /* print a hash of what each call returned (no files: disk-full tests) */
 static pthread_mutex_t g_out_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_stack_kb, g_big, g_fork_lat, g_maxrss;
+static int g_big_sync;                /* --big with several threads: barriers around the call */
+static pthread_barrier_t g_big_bar;
 static const char *g_reopen, *g_chdir;
 static unsigned char *g_stack_lo;     /* lowest byte of the --stack thread's stack */
 static size_t g_stack_used;           /* max bytes used below the call site */
@@ -193,10 +197,14 @@ static int one_call(uint64_t *s, const char *tag)
     static int flip;
     if (g_invalid && (flip++ & 1))
         a.num_heads = 0;
+    if (big && g_big_sync)
+        pthread_barrier_wait(&g_big_bar); /* every thread's buffers are allocated */
     uintptr_t sp = g_stack_lo ? paint_below_sp() : 0;
     errno = 4242; /* not a real errno value: only the caller can have put it there */
     int st = g_ref ? vattn_verify_reference(&a, ws, wsb, NULL) : vattn_verify(&a, ws, wsb, NULL);
     int errno_after = errno;
+    if (big && g_big_sync)
+        pthread_barrier_wait(&g_big_bar); /* ... and held until every big call returned */
     if (sp) {
         unsigned char *p = g_stack_lo + 4096;
         while (p < (unsigned char *)sp && *p == PAINT)
@@ -303,6 +311,9 @@ static int run_all(void)
             return 1;
         g_threads = 1;
     }
+    g_big_sync = g_big && g_threads > 1;
+    if (g_big_sync)
+        pthread_barrier_init(&g_big_bar, NULL, (unsigned)g_threads);
     for (int i = 0; i < g_threads; i++) {
         ts[i].id = i;
         ts[i].rc = 0;

@@ -30,7 +30,9 @@ fi
 
 # ---- small stacks ----
 "$CLIENT" --calls 3 --seed 61 --hash >"$T/stk.ref" 2>/dev/null
-for kb in 32 16; do
+# (under ASan its allocator's stack unwinding alone needs more than 16 KiB)
+stacks="32 16"; [ "$B" = build-asan ] && stacks=32
+for kb in $stacks; do
     with_kcap KCAP_DIR="$T/stk$kb" -- "$CLIENT" --stack $kb --calls 3 --seed 61 --hash >"$T/stk$kb.out" 2>"$T/stk$kb.err"
     rc=$?
     [ $rc = 0 ] && cmp -s <(grep -v stack_used "$T/stk$kb.out" | sed 's/-t0-/-t0-/') "$T/stk.ref" &&

@@ -59,6 +59,8 @@ void kcap_config_defaults(kcap_config *c);
 int kcap_parse_u64(const char *s, uint64_t *out);
 int kcap_parse_bytes(const char *s, uint64_t *out);
 int kcap_parse_ranges(const char *s, kcap_range *r, int max, int *n);
+/* 1/yes/true/on -> 1, 0/no/false/off -> 0 (case-insensitive); -1 otherwise. */
+int kcap_parse_bool(const char *v, int *out);
 /* 1 if seq is selected by ranges/every. */
 int kcap_config_selects(const kcap_config *c, uint64_t seq);
 

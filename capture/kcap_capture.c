@@ -251,8 +251,9 @@ static void kcap_do_init_job(void *arg)
         kcap_off(why);
         /* still answer `kcap arm` (with the reason) when the directory itself is usable */
         const char *dm = getenv("KCAP_DORMANT");
+        int dormant = 0;
         kcap_error me = {0};
-        if (dm && !strcmp(dm, "1") && g_cfg.dir[0] == '/' && !kcap_mkdir_private(g_cfg.dir, &me) &&
+        if (dm && !kcap_parse_bool(dm, &dormant) && dormant && g_cfg.dir[0] == '/' && !kcap_mkdir_private(g_cfg.dir, &me) &&
             !kcap_dir_private(g_cfg.dir, why, sizeof why))
             kcap_arm_start(g_cfg.dir);
         return;

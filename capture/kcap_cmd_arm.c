@@ -155,7 +155,8 @@ int kcap_cmd_arm(int argc, char **argv)
         return 1;
     }
     char dm[16];
-    if (env_of_pid(pid, "KCAP_DORMANT", dm, sizeof dm) || strcmp(dm, "1")) {
+    int dormant = 0;
+    if (env_of_pid(pid, "KCAP_DORMANT", dm, sizeof dm) || kcap_parse_bool(dm, &dormant) || !dormant) {
         fprintf(stderr, "kcap arm: process %ld was not started dormant (KCAP_DORMANT=1, kcap "
                         "record --dormant): it captures per its KCAP_* settings and cannot be "
                         "armed\n", pid);

@@ -247,8 +247,12 @@ static int kcap_writer_ensure(void)
     kcap_writer_opts o;
     size_t fixed;
     kcap_writer_plan(&o, &fixed);
-    if (fixed > kcap_cfg()->queue_bytes)
+    if (fixed > kcap_cfg()->queue_bytes) {
+        kcap_log_once(&g_log_writer, KCAP_LOG_WARN, "KCAP_QUEUE_BYTES=%llu is smaller than the "
+                      "snapshot writer's own buffers (%zu bytes): nothing can be captured",
+                      (unsigned long long)kcap_cfg()->queue_bytes, fixed);
         return KCAP_ERR_FULL;
+    }
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);

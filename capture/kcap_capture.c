@@ -158,6 +158,7 @@ static void kcap_fork_child(void)
     kcap_log_atfork_child();
     kcap_interpose_atfork_child();
     kcap_names_init(); /* its own start time (arm requests) and run id */
+    kcap_set_run_id(g_cfg.run_id);
     kcap_queue_atfork_child();
     kcap_arm_atfork_child();
     kcap_gpu_atfork_child();
@@ -258,6 +259,7 @@ static void kcap_do_init_job(void *arg)
             kcap_arm_start(g_cfg.dir);
         return;
     }
+    kcap_set_run_id(g_cfg.run_id);
     if (g_dir_at_load[0] && g_cfg.dir[0] != '/')
         snprintf(g_cfg.dir, sizeof g_cfg.dir, "%s", g_dir_at_load);
     kcap_error e = {0};

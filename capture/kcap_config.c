@@ -210,6 +210,14 @@ int kcap_config_parse(kcap_config *c, kcap_getenv_fn get, void *ud, char *why, s
             BAD("KCAP_THREADS='%.64s' is not in 0..256 (0 = min(4, CPUs))", v);
         c->threads = (int)u;
     }
+    if ((v = get("KCAP_RUN_ID", ud)) && *v) {
+        size_t n = strlen(v), ok = n <= 16;
+        for (size_t i = 0; ok && i < n; i++)
+            ok = isalnum((unsigned char)v[i]) || v[i] == '_';
+        if (!ok)
+            BAD("KCAP_RUN_ID='%.64s' is not 1..16 letters, digits or '_'", v);
+        snprintf(c->run_id, sizeof c->run_id, "%s", v);
+    }
     if ((v = get("KCAP_GPU_MODE", ud)) && *v) {
         if (!strcasecmp(v, "async"))
             c->gpu_async = 1;

@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static char g_runid[12] = "00000000";
+static char g_runid[20] = "00000000";
 static unsigned long long g_start;
 
 unsigned long long kcap_proc_start_time(long pid)
@@ -66,6 +66,12 @@ void kcap_names_init(void)
 }
 
 const char *kcap_run_id(void) { return g_runid; }
+
+void kcap_set_run_id(const char *id)
+{
+    if (id && *id)
+        snprintf(g_runid, sizeof g_runid, "%s", id);
+}
 unsigned long long kcap_self_start_time(void) { return g_start; }
 
 int kcap_snapshot_name(char *out, size_t n, const char *dir, const char *call, int rank,

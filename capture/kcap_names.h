@@ -13,8 +13,9 @@
 
 /* Draw a new run id and read the start time (at init and in a forked child). */
 void kcap_names_init(void);
-/* 8 lowercase hex digits, e.g. "3f9a2c1b". */
+/* 8 lowercase hex digits, e.g. "3f9a2c1b", or what KCAP_RUN_ID set. */
 const char *kcap_run_id(void);
+void kcap_set_run_id(const char *id); /* "" keeps the drawn one */
 /* Field 22 of /proc/PID/stat (clock ticks since boot); 0 when unreadable. pid 0 = self. */
 unsigned long long kcap_proc_start_time(long pid);
 unsigned long long kcap_self_start_time(void);

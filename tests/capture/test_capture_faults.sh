@@ -30,6 +30,7 @@ bad calls "KCAP_DIR=$T/snaps KCAP_CALLS=5-1" KCAP_CALLS
 bad maxbytes "KCAP_DIR=$T/snaps KCAP_MAX_BYTES=12Q" KCAP_MAX_BYTES
 bad dormant "KCAP_DIR=$T/snaps KCAP_DORMANT=maybe" KCAP_DORMANT
 bad log "KCAP_DIR=$T/snaps KCAP_LOG=loud" KCAP_LOG
+bad runid "KCAP_DIR=$T/snaps KCAP_RUN_ID=a/b" KCAP_RUN_ID
 bad nodir "KCAP_MAX=3" "KCAP_DIR is not set"
 bad mkdir "KCAP_DIR=/proc/kcap-cannot-exist/x" "cannot create KCAP_DIR"
 

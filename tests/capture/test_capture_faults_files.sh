@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_capture_faults_files.sh — issue 13, "snapshots are silently lost":
 #  - PID reuse: two runs as PID 1 of a fresh PID namespace (a container restart) keep both
-#    runs' files (the run id in the name); old tree: the second run overwrote the first.
+#    runs' files (the run id in the name); old tree: the second run overwrote the first. With
+#    the same KCAP_RUN_ID twice, the second run takes the next suffix instead of replacing.
 #  - kill -9 / SIGTERM while big snapshots are written: no visible corrupt file ever
 #    (`kcap check` on all of them), and the temp files of the dead processes are removed
 #    at the next start in that directory (a live process's temp file is left alone).
@@ -20,6 +21,14 @@ if unshare --pid --fork true 2>/dev/null; then
     n=$(ls "$T/pid1" | grep -c -- '-p1-')
     [ "$n" = 4 ] && kcap_check "$T/pid1" && ok "PID 1 twice (PID namespace): 4 files, none overwritten" ||
         { ls "$T/pid1"; fail "PID reuse: $n files as pid 1 (want 4)"; }
+    # the same run id twice (KCAP_RUN_ID): an existing name is never replaced, the next suffix is taken
+    for run in 1 2; do
+        unshare --pid --fork env KCAP_DIR="$T/rid" KCAP_RUN_ID=job7 LD_PRELOAD="$PRELOAD" "$CLIENT" --calls 2 --seed 7$run --quiet 2>/dev/null
+    done
+    got=$(ls "$T/rid" | tr '\n' ' ')
+    [ "$got" = "vattn_verify-p1-job7-s000000-1.h5 vattn_verify-p1-job7-s000000.h5 vattn_verify-p1-job7-s000001-1.h5 vattn_verify-p1-job7-s000001.h5 " ] &&
+        kcap_check "$T/rid" && ok "same pid and run id twice: the second run's files take suffix -1" ||
+        fail "name collision: $got"
 else
     echo "skip: PID reuse (unshare --pid not permitted here)"
 fi

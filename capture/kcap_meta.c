@@ -5,16 +5,18 @@
  * library file) on a short-lived thread of ours.
  *
  * Why a thread of our own: the capture path runs on the host's calling thread, which may
- * have a 16 KiB stack (issue 13: a 32 KiB-stack caller died under capture). realpath, dladdr
- * + dlopen, directory scans and PATH_MAX buffers need more than the 4 KiB the capture path
- * allows itself, so they run once, on a thread with a default stack, and the caller waits for
- * it (once per process / per library).
+ * have a 16 KiB stack (issue 13: a 32 KiB-stack caller died under capture). realpath,
+ * directory scans and PATH_MAX buffers need more than the 4 KiB the capture path allows
+ * itself, so they run once, on a thread with a default stack, and the caller waits for it
+ * (once per process / per library). Nothing run there takes the dynamic loader's lock, which
+ * the caller may hold (a verify call from a library constructor): dladdr stays on the caller.
  *
  * The workspace size: capture checks a call with the kernel library's own rules
  * (kernels/vattn_check.c) before reading anything, and those rules include the workspace
  * size only the library knows. vattn_check.c is compiled into libkcap with its reference to
  * vattn_workspace_size renamed to kcap_lib_workspace_size (capture/module.mk), which asks the
- * library behind the current call: libkcap defines no kernel symbol it does not forward.
+ * library behind the current call (its function looked up when the call was bound, by
+ * kcap_interpose.c): libkcap defines no kernel symbol it does not forward.
  */
 #include "kcap_cap.h"
 
@@ -97,24 +99,17 @@ int kcap_rank(void) { return g_rank; }
 
 typedef struct {
     kcap_slot *sl;
-    kcap_vattn_fn real;
-    kcap_ws_fn ws;
+    const char *fname; /* dladdr's answer, taken on the calling thread */
+    void *base;
 } kcap_libq;
 
 static void kcap_lib_identity_job(void *p)
 {
     kcap_libq *q = p;
     kcap_slot *sl = q->sl;
-    Dl_info di;
-    if (!dladdr((void *)q->real, &di) || !di.dli_fname) {
-        snprintf(sl->lib_path, sizeof sl->lib_path, "unknown");
-        snprintf(sl->lib_hash, sizeof sl->lib_hash, "xxh64:0000000000000000");
-        sl->lib_base = NULL;
-        return;
-    }
     char path[PATH_MAX]; /* realpath needs PATH_MAX (FORTIFY aborts on less) */
-    if (!realpath(di.dli_fname, path))
-        snprintf(path, sizeof path, "%s", di.dli_fname);
+    if (!realpath(q->fname, path))
+        snprintf(path, sizeof path, "%s", q->fname);
     uint64_t h = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
@@ -130,26 +125,32 @@ static void kcap_lib_identity_job(void *p)
         close(fd);
     snprintf(sl->lib_path, sizeof sl->lib_path, "%.1023s", path);
     snprintf(sl->lib_hash, sizeof sl->lib_hash, "xxh64:%016llx", (unsigned long long)h);
-    sl->lib_base = di.dli_fbase;
+    sl->lib_base = q->base;
 }
 
-static void kcap_ws_job(void *p)
+/* The library's vattn_workspace_size, found when its vattn_verify was bound (kcap_interpose.c:
+ * dlsym on the same handle, or RTLD_NEXT), so no lookup ever runs on the call path. */
+void kcap_library_bind(kcap_vattn_fn real, void *ws_fn)
 {
-    kcap_libq *q = p;
-    Dl_info di;
-    q->ws = NULL;
-    if (!dladdr((void *)q->real, &di) || !di.dli_fname)
-        return;
-    void *h = dlopen(di.dli_fname, RTLD_NOLOAD | RTLD_LAZY);
-    if (!h)
-        return;
-    q->ws = (kcap_ws_fn)dlsym(h, "vattn_workspace_size");
-    dlclose(h); /* NOLOAD took a reference; the host's own keeps the library */
+    pthread_mutex_lock(&g_lib_lock);
+    for (int i = 0; i < KCAP_NLIBS; i++) {
+        kcap_vattn_fn r = atomic_load(&g_libs[i].real);
+        if (r == real)
+            break;
+        if (!r) {
+            atomic_store(&g_libs[i].ws, (kcap_ws_fn)ws_fn);
+            atomic_store(&g_libs[i].real, real);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_lib_lock);
 }
 
-/* Select the library of this call for kcap_lib_workspace_size (first call: look it up). */
+/* Select the library of this call for kcap_lib_workspace_size. A library bound without one
+ * (or past the table) checks no workspace; every read stays fault-safe regardless. */
 void kcap_call_library(kcap_vattn_fn real)
 {
+    t_ws = NULL;
     for (int i = 0; i < KCAP_NLIBS; i++) {
         kcap_vattn_fn r = atomic_load(&g_libs[i].real);
         if (r == real) {
@@ -157,24 +158,8 @@ void kcap_call_library(kcap_vattn_fn real)
             return;
         }
         if (!r)
-            break;
+            return;
     }
-    kcap_libq q = {NULL, real, NULL};
-    if (kcap_run_on_own_stack(kcap_ws_job, &q))
-        q.ws = NULL;
-    t_ws = q.ws;
-    pthread_mutex_lock(&g_lib_lock);
-    for (int i = 0; i < KCAP_NLIBS; i++) {
-        kcap_vattn_fn r = atomic_load(&g_libs[i].real);
-        if (r == real)
-            break;
-        if (!r) {
-            atomic_store(&g_libs[i].ws, q.ws);
-            atomic_store(&g_libs[i].real, real);
-            break;
-        }
-    }
-    pthread_mutex_unlock(&g_lib_lock);
 }
 
 /* vattn_check.c's vattn_workspace_size (renamed at compile time). A library without the
@@ -203,9 +188,14 @@ void kcap_fill_meta(kcap_slot *sl, kcap_meta *m, uint64_t seq, kcap_devctx *dc)
     pthread_mutex_lock(&g_lib_lock);
     Dl_info di;
     void *fn = (void *)atomic_load(&sl->real);
-    /* dladdr is cheap on the stack; the identity itself is computed once per load address */
-    if (!atomic_load(&sl->lib_ready) || !dladdr(fn, &di) || sl->lib_base != di.dli_fbase) {
-        kcap_libq q = {sl, (kcap_vattn_fn)fn, NULL};
+    /* dladdr runs here (it takes the loader's lock, which this thread may hold if it calls us
+       from a library constructor); realpath and the hash, once per load address, on ours */
+    int known = dladdr(fn, &di) && di.dli_fname;
+    if (!known) {
+        snprintf(sl->lib_path, sizeof sl->lib_path, "unknown");
+        snprintf(sl->lib_hash, sizeof sl->lib_hash, "xxh64:0000000000000000");
+    } else if (!atomic_load(&sl->lib_ready) || sl->lib_base != di.dli_fbase) {
+        kcap_libq q = {sl, di.dli_fname, di.dli_fbase};
         if (kcap_run_on_own_stack(kcap_lib_identity_job, &q)) {
             snprintf(sl->lib_path, sizeof sl->lib_path, "unknown");
             snprintf(sl->lib_hash, sizeof sl->lib_hash, "xxh64:0000000000000000");

@@ -84,7 +84,7 @@ $(CAPT)/capture_client: tests/capture/capture_client.c $(LIB)/libverify_attn_cpu
 
 $(CAPT)/badargs_client: tests/capture/badargs_client.c $(LIB)/libverify_attn_cpu.so
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(LIB) -lverify_attn_cpu -Wl,-rpath,'$$ORIGIN/../../lib'
+	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(LIB) -lverify_attn_cpu -Wl,-rpath,'$$ORIGIN/../../lib' -ldl
 
 $(CAPT)/snapcmp: tests/capture/snapcmp.c $(FORMATS_LIB) $(COMMON_OBJS)
 	@mkdir -p $(@D)

@@ -10,8 +10,10 @@
  * kv_indptr / kv_indices / q / kv_cache / visibility unmapped, kv_indptr shorter than bs+1
  * ending at an unmapped page, decreasing kv_indptr, kv_indices out of range, huge nnz,
  * misaligned q / kv_indices, bad struct_size, num_heads 0, unmapped lse, NULL args).
- * Linked against libverify_attn_cpu.so (the dynamic-linker path).
+ * Linked against libverify_attn_cpu.so (the dynamic-linker path); with `--dlopen LIB` the
+ * functions come from dlopen(LIB, RTLD_LOCAL) + dlsym instead (the path of Python ctypes).
  */
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +32,11 @@ static int32_t g_indptr[BS + 1] = {0, KV, 2 * KV};
 static int64_t g_idx[2 * KV + 8];
 static uint8_t g_vis[BS * QL * QL];
 
+typedef int (*verify_fn)(const vattn_args *, void *, size_t, void *);
+typedef size_t (*wssize_fn)(const vattn_args *);
+static verify_fn g_verify = vattn_verify;
+static wssize_fn g_wssize = vattn_workspace_size;
+
 static int one_case(int c, unsigned char *noaccess, size_t page)
 {
     vattn_args a = {.struct_size = sizeof a, .dtype = VATTN_DTYPE_BF16,
@@ -39,7 +46,7 @@ static int one_case(int c, unsigned char *noaccess, size_t page)
                     .kv_stride = 576, .kv_indptr = g_indptr, .kv_indices = g_idx,
                     .visibility = g_vis, .o = g_o, .o_stride_t = H * 512, .o_stride_h = 512,
                     .lse = g_lse};
-    size_t need = vattn_workspace_size(&a);
+    size_t need = g_wssize(&a);
     static unsigned char ws_buf[1 << 20] __attribute__((aligned(64)));
     void *ws = ws_buf;
     size_t wsb = need;
@@ -71,14 +78,26 @@ static int one_case(int c, unsigned char *noaccess, size_t page)
     case 12: a.struct_size = 8; break;
     case 13: a.num_heads = 0; break;
     case 14: a.lse = (float *)(void *)(noaccess + page - 4); break;
-    case 15: return vattn_verify(NULL, ws, wsb, NULL);
+    case 15: return g_verify(NULL, ws, wsb, NULL);
     default: break;
     }
-    return vattn_verify(&a, ws, wsb, NULL);
+    return g_verify(&a, ws, wsb, NULL);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 3 && !strcmp(argv[1], "--dlopen")) {
+        void *h = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
+        g_verify = h ? (verify_fn)dlsym(h, "vattn_verify") : NULL;
+        g_wssize = h ? (wssize_fn)dlsym(h, "vattn_workspace_size") : NULL;
+        if (!g_verify || !g_wssize) {
+            fprintf(stderr, "badargs_client: cannot load %s: %s\n", argv[2], dlerror());
+            return 2;
+        }
+    } else if (argc != 1) {
+        fprintf(stderr, "usage: badargs_client [--dlopen LIB]\n");
+        return 2;
+    }
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     unsigned char *m = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED || mprotect(m + page, page, PROT_NONE))

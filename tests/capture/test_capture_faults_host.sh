@@ -2,8 +2,9 @@
 # test_capture_faults_host.sh — issue 13, "the host is killed by libkcap": whatever the host
 # does, capture must not crash it, break it or write into it.
 #  - 64 calls the library rejects or faults on (NULL / small / misaligned workspace x unmapped
-#    or short kv_indptr, unmapped kv_indices, ...): every outcome (status or signal) under
-#    capture equals the bare one. Old tree: 5 SIGSEGV under capture.
+#    or short kv_indptr, unmapped kv_indices, ...), linker and dlopen+dlsym (ctypes) paths:
+#    every outcome (status or signal) under capture equals the bare one. Old tree: 9 SIGSEGV
+#    under capture on each path.
 #  - a calling thread with a 32 KiB / 16 KiB stack: works and is captured; capture's own use
 #    of the caller's stack (measured on a painted stack, null kernel, LD_BIND_NOW=1 so the
 #    dynamic linker's lazy binding is not counted) is <= 4 KiB. Old tree: SIGSEGV.
@@ -17,16 +18,20 @@
 BAD=$ROOT/$B/tests/capture/badargs_client
 need "$LIBKCAP" "$CLIENT" "$BAD" "$NULLLIB"
 
-# ---- 64 rejected / faulting calls ----
-"$BAD" >"$T/bad.ref" 2>/dev/null
-with_kcap KCAP_DIR="$T/bad" KCAP_LOG=quiet -- "$BAD" >"$T/bad.cap" 2>/dev/null
-n=$(wc -l <"$T/bad.ref")
-extra=$(diff <(cat "$T/bad.ref") <(cat "$T/bad.cap") | grep -c '^>.*signal' || true)
-if [ "$n" = 64 ] && cmp -s "$T/bad.ref" "$T/bad.cap"; then
-    ok "64 bad-argument calls: every status/signal unchanged under capture ($(grep -c signal "$T/bad.ref") fault bare too)"
-else
-    diff "$T/bad.ref" "$T/bad.cap" | head; fail "bad-argument calls: $extra crash(es) only under capture"
-fi
+# ---- 64 rejected / faulting calls, through the linker and through dlopen + dlsym (ctypes) ----
+CPULIB=$ROOT/$B/lib/libverify_attn_cpu.so
+for path in linker dlsym; do
+    args=(); [ $path = dlsym ] && args=(--dlopen "$CPULIB")
+    "$BAD" "${args[@]}" >"$T/bad.$path.ref" 2>/dev/null
+    with_kcap KCAP_DIR="$T/bad" KCAP_LOG=quiet -- "$BAD" "${args[@]}" >"$T/bad.$path.cap" 2>/dev/null
+    n=$(wc -l <"$T/bad.$path.ref")
+    extra=$(diff "$T/bad.$path.ref" "$T/bad.$path.cap" | grep -c '^>.*signal' || true)
+    if [ "$n" = 64 ] && cmp -s "$T/bad.$path.ref" "$T/bad.$path.cap"; then
+        ok "64 bad-argument calls ($path): every status/signal unchanged under capture ($(grep -c signal "$T/bad.$path.ref") fault bare too)"
+    else
+        diff "$T/bad.$path.ref" "$T/bad.$path.cap" | head; fail "bad-argument calls ($path): $extra crash(es) only under capture"
+    fi
+done
 
 # ---- small stacks ----
 "$CLIENT" --calls 3 --seed 61 --hash >"$T/stk.ref" 2>/dev/null

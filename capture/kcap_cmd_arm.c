@@ -78,9 +78,10 @@ static int usage(FILE *f)
 static int show_reply(long pid, const char *txt)
 {
     const char *nl = strchr(txt, '\n');
-    int line = nl ? (int)(nl - txt) : (int)strlen(txt);
     int ok = !strncmp(txt, "ok ", 3);
-    fprintf(ok ? stdout : stderr, "kcap arm: process %ld: %.*s\n", pid, line - 3, txt + 3);
+    const char *msg = ok ? txt + 3 : !strncmp(txt, "error ", 6) ? txt + 6 : txt;
+    int line = nl ? (int)(nl - msg) : (int)strlen(msg);
+    fprintf(ok ? stdout : stderr, "kcap arm: process %ld: %.*s\n", pid, line, msg);
     if (nl && nl[1])
         fprintf(ok ? stdout : stderr, "kcap arm: process %ld counters: %s", pid, nl + 1);
     return ok ? 0 : 1;

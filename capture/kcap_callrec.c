@@ -48,6 +48,13 @@ static void kcap_log_full(void)
                   "snapshots dropped and counted", (unsigned long long)kcap_cfg()->queue_bytes);
 }
 
+static void kcap_log_cap(void)
+{
+    kcap_log_once(&g_log_cap, KCAP_LOG_WARN,
+                  "KCAP_MAX_BYTES=%llu reached: further snapshots that do not fit are "
+                  "dropped and counted", (unsigned long long)kcap_cfg()->max_bytes);
+}
+
 /* The real call for a snapshot that will not be kept: the library's verdict decides how it
  * is counted (a call it rejects is `invalid` whatever stopped us). */
 static int kcap_real_uncaptured(kcap_vattn_fn real, const vattn_args *a, void *ws, size_t wsb,
@@ -62,7 +69,7 @@ static int kcap_real_uncaptured(kcap_vattn_fn real, const vattn_args *a, void *w
 }
 
 int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *a, void *ws,
-                            size_t wsb, void *stream, uint64_t seq)
+                     size_t wsb, void *stream, uint64_t seq)
 {
     const kcap_call_desc *d = kcap_call_find(kcap_call_name(sl->call));
     kcap_call_library(real); /* the library's own workspace rule for vattn_check_args */
@@ -157,7 +164,11 @@ int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *a, voi
         free(cx);
         return status;
     }
-    cx->dc.max_copy = bound; /* kv_indptr changed under us: the copy fails, memory stays bounded */
+    /* kv_indptr changed under us: the copy fails, memory stays bounded; a single tensor over
+       KCAP_MAX_BYTES fails at once instead of being copied for nothing */
+    const uint64_t max_bytes = kcap_cfg()->max_bytes;
+    int by_cap = max_bytes && max_bytes < bound;
+    cx->dc.max_copy = by_cap ? (size_t)max_bytes : bound;
 
     kcap_snapshot *snap = kcap_snapshot_create();
     int rc = snap ? kcap_call_record(d, a, KCAP_ARG_IN, &cx->ops, snap, err)
@@ -179,6 +190,9 @@ int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *a, voi
         drop = &kcap_g_stats.skipped_invalid; /* the library rejected it: nothing to keep */
         kcap_log_once(&g_log_host_data, KCAP_LOG_INFO, "a %s call the library rejected (status "
                       "%d) was not captured", kcap_call_name(sl->call), status);
+    } else if (rc && cx->dc.err == KCAP_ERR_FULL && by_cap) {
+        drop = &kcap_g_stats.dropped_cap;
+        kcap_log_cap();
     } else if (rc && cx->dc.err == KCAP_ERR_FULL) {
         drop = &kcap_g_stats.dropped_queue;
         kcap_log_full();
@@ -193,9 +207,7 @@ int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *a, voi
         snap->meta.call_status = status;
         if (!kcap_bytes_fit(bytes)) {
             drop = &kcap_g_stats.dropped_cap;
-            kcap_log_once(&g_log_cap, KCAP_LOG_WARN,
-                          "KCAP_MAX_BYTES=%llu reached: further snapshots that do not fit are "
-                          "dropped and counted", (unsigned long long)kcap_cfg()->max_bytes);
+            kcap_log_cap();
         } else if (kcap_queue_push_reserved(snap, seq, snap->meta.rank, bound)) {
             atomic_fetch_sub(&kcap_g_stats.bytes_accepted, bytes);
             drop = &kcap_g_stats.dropped_queue;

@@ -17,7 +17,7 @@
 #include "vattn_check.h"
 
 static atomic_int g_log_invalid, g_log_graph, g_log_record, g_log_full, g_log_cap,
-    g_log_host_data;
+    g_log_host_data, g_log_huge;
 
 /* Would this snapshot break KCAP_MAX_BYTES? Reserves the bytes when it fits. */
 static int kcap_bytes_fit(size_t n)
@@ -62,8 +62,6 @@ static int kcap_real_uncaptured(kcap_vattn_fn real, const vattn_args *a, void *w
 {
     int status = kcap_real(real, a, ws, wsb, stream);
     atomic_fetch_add(status != VATTN_OK ? &kcap_g_stats.skipped_invalid : counter, 1);
-    if (counter == &kcap_g_stats.dropped_queue && status == VATTN_OK)
-        kcap_log_full();
     kcap_unreserve();
     return status;
 }
@@ -161,6 +159,13 @@ int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *a, voi
         if (dev)
             kcap_dev_pop(&cx->dc, saved_ctx);
         status = kcap_real_uncaptured(real, a, ws, wsb, stream, &kcap_g_stats.dropped_queue);
+        if (status == VATTN_OK && bound > kcap_cfg()->queue_bytes)
+            kcap_log_once(&g_log_huge, KCAP_LOG_WARN, "a %s snapshot may need %zu bytes, more "
+                          "than KCAP_QUEUE_BYTES=%llu: such calls are dropped and counted",
+                          kcap_call_name(sl->call), bound,
+                          (unsigned long long)kcap_cfg()->queue_bytes);
+        else if (status == VATTN_OK)
+            kcap_log_full();
         free(cx);
         return status;
     }

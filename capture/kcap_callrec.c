@@ -159,11 +159,11 @@ int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *a, voi
         if (dev)
             kcap_dev_pop(&cx->dc, saved_ctx);
         status = kcap_real_uncaptured(real, a, ws, wsb, stream, &kcap_g_stats.dropped_queue);
-        if (status == VATTN_OK && bound > kcap_cfg()->queue_bytes)
+        if (status == VATTN_OK && bound > kcap_queue_room())
             kcap_log_once(&g_log_huge, KCAP_LOG_WARN, "a %s snapshot may need %zu bytes, more "
-                          "than KCAP_QUEUE_BYTES=%llu: such calls are dropped and counted",
-                          kcap_call_name(sl->call), bound,
-                          (unsigned long long)kcap_cfg()->queue_bytes);
+                          "than KCAP_QUEUE_BYTES=%llu leaves beside the writer's buffers (%zu): "
+                          "such calls are dropped and counted", kcap_call_name(sl->call), bound,
+                          (unsigned long long)kcap_cfg()->queue_bytes, kcap_queue_room());
         else if (status == VATTN_OK)
             kcap_log_full();
         free(cx);

@@ -135,6 +135,9 @@ int kcap_queue_would_fit(size_t bytes);
 int kcap_queue_reserve(size_t bytes);
 void kcap_queue_unreserve(size_t bytes);
 int kcap_queue_push_reserved(kcap_snapshot *s, uint64_t seq, int rank, size_t reserved);
+/* The most bytes one snapshot can ever get in the queue: KCAP_QUEUE_BYTES less the writer's
+ * buffers. A snapshot larger than this never fits (kcap_queue_would_fit stays 0 for it). */
+size_t kcap_queue_room(void);
 /* 1 while writes keep failing and capture waits before the next attempt (1 s .. 60 s). */
 int kcap_queue_backoff(void);
 int kcap_queue_flush(int timeout_ms); /* returns snapshots still pending at the deadline */

@@ -279,6 +279,15 @@ static int kcap_fits(size_t bytes)
     return used < cap && bytes <= cap - used;
 }
 
+size_t kcap_queue_room(void)
+{
+    kcap_writer_opts o;
+    size_t fixed;
+    kcap_writer_plan(&o, &fixed);
+    size_t cap = kcap_cfg()->queue_bytes;
+    return fixed < cap ? cap - fixed : 0;
+}
+
 int kcap_queue_would_fit(size_t bytes)
 {
     pthread_mutex_lock(&q_lock);

@@ -1,16 +1,24 @@
 /*
  * kcap_arm.c — arming a dormant process at run time, without a restart and without signals.
  *
- * `kcap arm PID [--count N]` drops a small control file ".kcap-arm-PID" into the process's
- * capture directory. A watcher thread, started only in dormant mode, sleeps in read(2) on an
- * inotify descriptor for that directory and arms capture when the file appears (then deletes
- * it, which tells `kcap arm` the request was taken). This keeps the dormant per-call cost at
- * one flag load — no syscall, no clock read — and takes no signal the host might own. Where
- * inotify is unavailable (exhausted instances, odd filesystems) the thread polls every 200 ms.
+ * `kcap arm PID` drops a request ".kcap-arm-PID" into the process's capture directory. A
+ * watcher thread, started only in dormant mode, sleeps in read(2) on an inotify descriptor
+ * for that directory, consumes the request and answers with ".kcap-ack-PID.<nonce>" (what
+ * really happened, plus the capture counters), which `kcap arm` waits for. This keeps the
+ * dormant per-call cost at one flag load — no syscall, no clock read — and takes no signal
+ * the host might own. Where inotify is unavailable the thread polls every 200 ms.
  *
- * File content: "count N\n" or "off\n".
+ * A request is obeyed only when it is a regular file (opened O_NOFOLLOW | O_NONBLOCK: a FIFO
+ * at the name can neither block nor fool us), owned by our uid or root, and names our start
+ * time (/proc/self/stat field 22): a request left over from an earlier process with the same
+ * pid (container restart) is refused, never armed (issue 13). The directory itself was
+ * checked private at init (kcap_capture.c).
+ *
+ * Request: "start <ticks>\nnonce <hex>\n" then "count N" | "off" | "status".
+ * Reply:   "ok ..." or "error ...", then the kcap_stats_format line.
  */
 #include "kcap_cap.h"
+#include "kcap_names.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,34 +36,75 @@ static pthread_mutex_t a_lock = PTHREAD_MUTEX_INITIALIZER;
 static int a_running;
 static char a_dir[PATH_MAX];
 
+/* Write the reply atomically where `kcap arm` waits for it. */
+static void kcap_arm_reply(const char *nonce, const char *text)
+{
+    char tmp[PATH_MAX + 96], fin[PATH_MAX + 96];
+    snprintf(tmp, sizeof tmp, "%s/.kcap-ack-tmp-%ld-%s", a_dir, (long)getpid(), nonce);
+    snprintf(fin, sizeof fin, "%s/.kcap-ack-%ld.%s", a_dir, (long)getpid(), nonce);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return;
+    size_t n = strlen(text);
+    int ok = write(fd, text, n) == (ssize_t)n;
+    ok = !close(fd) && ok;
+    if (!ok || rename(tmp, fin))
+        unlink(tmp);
+}
+
 /* Consume the control file if present. */
 static void kcap_arm_poll_file(void)
 {
     char path[PATH_MAX + 64];
     snprintf(path, sizeof path, "%s/" KCAP_ARM_FILE_FMT, a_dir, (long)getpid());
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
         return;
-    char buf[128];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
+    struct stat st;
+    char buf[256];
+    ssize_t n = -1;
+    const char *bad = NULL;
+    if (fstat(fd, &st))
+        bad = "cannot be inspected";
+    else if (!S_ISREG(st.st_mode))
+        bad = "is not a regular file";
+    else if (st.st_uid != geteuid() && st.st_uid != 0)
+        bad = "belongs to another user";
+    else
+        n = read(fd, buf, sizeof buf - 1);
     close(fd);
     unlink(path);
+    if (bad) {
+        kcap_log(KCAP_LOG_WARN, "refused arm request %s: it %s", path, bad);
+        return;
+    }
     if (n <= 0)
         return;
     buf[n] = '\0';
-    char *nl = strchr(buf, '\n');
-    if (nl)
-        *nl = '\0';
+    unsigned long long start = 0;
+    char nonce[24] = "", cmd[64] = "";
+    int off = 0;
+    if (sscanf(buf, "start %llu\nnonce %16[0-9a-f]\n%40[^\n]", &start, nonce, cmd) != 3) {
+        kcap_log(KCAP_LOG_WARN, "ignored a malformed arm request in %s", path);
+        return;
+    }
+    if (start != kcap_self_start_time()) {
+        /* written for an earlier process that had our pid */
+        kcap_log(KCAP_LOG_WARN, "refused arm request %s: it names another process (start "
+                 "time %llu, ours %llu)", path, start, kcap_self_start_time());
+        return;
+    }
     uint64_t count = 1;
-    if (!strcmp(buf, "off")) {
-        kcap_arm_request(0, 1);
-        return;
+    int status_only = !strcmp(cmd, "status");
+    off = !strcmp(cmd, "off");
+    char reply[1024];
+    if (!status_only && !off &&
+        (strncmp(cmd, "count ", 6) || kcap_parse_u64(cmd + 6, &count) || !count)) {
+        snprintf(reply, sizeof reply, "error malformed request '%.40s'\n", cmd);
+    } else {
+        kcap_arm_request(count, off, status_only, reply, sizeof reply);
     }
-    if (!strncmp(buf, "count ", 6) && !kcap_parse_u64(buf + 6, &count) && count > 0) {
-        kcap_arm_request(count, 0);
-        return;
-    }
-    kcap_log(KCAP_LOG_WARN, "ignored a malformed arm request '%.40s' in %s", buf, path);
+    kcap_arm_reply(nonce, reply);
 }
 
 static void *kcap_arm_main(void *arg)

@@ -5,7 +5,10 @@
  * kcap_capture.c (the slow path: selection, recording, metadata, stats, fork/exit),
  * kcap_queue.c (bounded queue + writer thread), kcap_arm.c (runtime arming watcher),
  * kcap_mem.c (host and device memory ops), kcap_gpu.c (issue 8: zero-stall device staging),
- * kcap_config.c (environment parsing, also used by `kcap record`), kcap_log.c.
+ * kcap_config.c (environment parsing, also used by `kcap record`), kcap_log.c,
+ * kcap_meta.c (snapshot metadata, library identity, work on a thread of our own),
+ * kcap_names.c (run id, file names, stale-file cleanup), kcap_size.c (memory bound of a call),
+ * kcap_callrec.c (recording one call).
  * Everything here is hidden from the host process by the link's version script.
  */
 #ifndef KCAP_CAP_H
@@ -36,15 +39,16 @@ typedef struct kcap_config {
     uint64_t every;          /* KCAP_EVERY; 1 = every call */
     uint64_t max;            /* KCAP_MAX snapshots; 0 = unlimited */
     uint64_t max_bytes;      /* KCAP_MAX_BYTES (dense bytes accepted); 0 = unlimited */
-    uint64_t queue_bytes;    /* KCAP_QUEUE_BYTES: cap of snapshots waiting for the writer */
+    uint64_t queue_bytes;    /* KCAP_QUEUE_BYTES: bound of all host memory capture allocates */
     int dormant;             /* KCAP_DORMANT=1 */
     int log;                 /* KCAP_LOG quiet|warn|info */
     int flush_ms;            /* KCAP_FLUSH_TIMEOUT seconds at exit, as ms */
     int fork_follow;         /* KCAP_FORK=follow (child captures into its own files) | dormant */
     int level;               /* KCAP_ZSTD_LEVEL */
-    int threads;             /* KCAP_THREADS compression threads */
+    int threads;             /* KCAP_THREADS compression threads; 0 = min(4, CPUs) */
     uint64_t ring_bytes;     /* KCAP_RING_BYTES: bound of the device staging ring */
     int gpu_async;           /* KCAP_GPU_MODE=async (issue 8, default) | sync */
+    char run_id[20];         /* KCAP_RUN_ID; "" = 8 random hex digits drawn at start */
 } kcap_config;
 
 /* Parse the KCAP_* variables through `get` (getenv-like). Returns 0, or KCAP_ERR_CONFIG with
@@ -56,6 +60,8 @@ void kcap_config_defaults(kcap_config *c);
 int kcap_parse_u64(const char *s, uint64_t *out);
 int kcap_parse_bytes(const char *s, uint64_t *out);
 int kcap_parse_ranges(const char *s, kcap_range *r, int max, int *n);
+/* 1/yes/true/on -> 1, 0/no/false/off -> 0 (case-insensitive); -1 otherwise. */
+int kcap_parse_bool(const char *v, int *out);
 /* 1 if seq is selected by ranges/every. */
 int kcap_config_selects(const kcap_config *c, uint64_t seq);
 
@@ -65,6 +71,7 @@ void kcap_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 
 /* Log only the first time `flag` is seen set by this process (flag is a once-cell). */
 void kcap_log_once(atomic_int *flag, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+void kcap_log_atfork_child(void);
 
 /* ---- interposition (kcap_interpose.c) ---- */
 typedef int (*kcap_vattn_fn)(const vattn_args *, void *, size_t, void *);
@@ -92,7 +99,9 @@ void kcap_interpose_atfork_child(void); /* re-initialise the wrapper-slot lock *
 /* ---- capture core (kcap_capture.c) ---- */
 void kcap_init_once(void);
 const kcap_config *kcap_cfg(void);
-void kcap_arm_request(uint64_t count, int off); /* from the watcher */
+/* From the watcher: arm (count), disarm (off) or only report (status_only); the reply for
+ * `kcap arm` ("ok ..." / "error ...", then the stats line) goes to reply. 0 or -1 (refused). */
+int kcap_arm_request(uint64_t count, int off, int status_only, char *reply, size_t n);
 void kcap_capture_stop(const char *why);      /* stop for good (disk full, ...) */
 uint64_t kcap_now_ns(void);
 
@@ -105,6 +114,7 @@ typedef struct kcap_stats {
         dropped_ring_big,    /* one snapshot larger than the whole ring (KCAP_RING_BYTES) */
         dropped_ring_nomem,  /* no ring: the device lacked the free memory for it */
         dropped_sites,       /* no graph / eager site left (a site table limit) */
+        dropped_backoff,     /* writes kept failing: capture waits before retrying (kcap_queue.c) */
         skipped_graph, skipped_invalid, failed_record, failed_write, bytes_accepted,
         bytes_written_dense, graph_captured;
 } kcap_stats;
@@ -117,6 +127,19 @@ int kcap_stats_format(char *buf, size_t n);
 /* ---- queue + writer (kcap_queue.c) ---- */
 int kcap_queue_push(kcap_snapshot *s, uint64_t seq, int rank); /* 0 or KCAP_ERR_FULL/STOP */
 int kcap_queue_would_fit(size_t bytes);
+/* KCAP_QUEUE_BYTES bounds every host byte kcap allocates: queued snapshots, the writer's
+ * buffers and the copies of calls being recorded. A call reserves its bound (kcap_size.h)
+ * before copying (0, or KCAP_ERR_FULL: copy nothing), hands it to the queue with the
+ * snapshot (push_reserved: the reservation becomes the snapshot's real size), or gives it
+ * back (unreserve; 0 is a no-op). */
+int kcap_queue_reserve(size_t bytes);
+void kcap_queue_unreserve(size_t bytes);
+int kcap_queue_push_reserved(kcap_snapshot *s, uint64_t seq, int rank, size_t reserved);
+/* The most bytes one snapshot can ever get in the queue: KCAP_QUEUE_BYTES less the writer's
+ * buffers. A snapshot larger than this never fits (kcap_queue_would_fit stays 0 for it). */
+size_t kcap_queue_room(void);
+/* 1 while writes keep failing and capture waits before the next attempt (1 s .. 60 s). */
+int kcap_queue_backoff(void);
 int kcap_queue_flush(int timeout_ms); /* returns snapshots still pending at the deadline */
 void kcap_queue_atfork_prepare(void);
 void kcap_queue_atfork_parent(void);
@@ -126,6 +149,8 @@ uint64_t kcap_queue_pending(void);
 
 /* ---- arming watcher (kcap_arm.c) ---- */
 void kcap_arm_start(const char *dir);
+/* Temp and control files of dead processes older than this are removed at start. */
+#define KCAP_STALE_AGE_S 10
 void kcap_arm_atfork_child(void);
 /* Name of the control file a `kcap arm PID` drops into the capture directory. */
 #define KCAP_ARM_FILE_FMT ".kcap-arm-%ld"
@@ -170,5 +195,7 @@ void kcap_gpu_atfork_child(void);
 /* Filled by the core for each snapshot (kcap_capture.c). */
 void kcap_fill_meta(kcap_slot *sl, kcap_meta *m, uint64_t seq, kcap_devctx *dc);
 int kcap_rank(void);
+
+#include "kcap_meta.h"
 
 #endif

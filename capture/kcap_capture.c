@@ -1,13 +1,14 @@
 /*
- * kcap_capture.c — the slow path of libkcap.so: configuration, selection, recording one
- * call (apitrace shape: inputs, real call, outputs, same return value), metadata, stats,
- * and the process-lifecycle hooks (exit flush, fork).
+ * kcap_capture.c — the slow path of libkcap.so: configuration and the capture directory,
+ * modes (off / dormant / active) and arming, selection and the snapshot budget, stats, and
+ * the process-lifecycle hooks (exit flush, fork). Recording one call is kcap_callrec.c.
  *
  * The invariant everything here serves: the host sees exactly what it would see without
  * us. The real function is always called exactly once with the caller's arguments and its
  * status returned unchanged; every capture problem is counted, logged once and swallowed.
- * Capture reads its inputs through the shared call description (formats/kcap_calls.h), so
- * this file knows nothing of tensor shapes beyond a sanity check of the args struct.
+ * Initialisation runs once, on a thread of ours (small host stacks): it resolves KCAP_DIR to
+ * an absolute path (relative to the working directory at load time), refuses a directory
+ * other users can write, and removes temp files that dead processes left there.
  */
 #include "kcap_cap.h"
 #include "kcap_budget.h"
@@ -23,7 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kcap_cli.h" /* KCAP_VERSION */
+#include "kcap_callrec.h"
+#include "kcap_names.h"
 #include "vattn_check.h"
 
 enum { KCAP_M_OFF = 0, KCAP_M_DORMANT = 1, KCAP_M_ACTIVE = 2 };
@@ -42,19 +44,8 @@ static _Thread_local int t_busy;  /* recursion guard: a capture in progress on t
  * then what the real function left (our own syscalls around it must not show through) */
 static _Thread_local int t_errno;
 static pthread_mutex_t g_arm_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_mutex_t g_lib_lock = PTHREAD_MUTEX_INITIALIZER; /* kcap_lib_identity */
 
-static atomic_int g_log_invalid, g_log_graph, g_log_record, g_log_full, g_log_cap, g_log_max,
-    g_log_host_data;
-
-/* vattn_check.c (shared with the kernel libraries) asks the library for its workspace size;
- * capture checks only what it must read, so workspace needs are none of its business. */
-/* (local to libkcap.so through the version script, so it never shadows the library's) */
-size_t vattn_workspace_size(const vattn_args *a)
-{
-    (void)a;
-    return 0;
-}
+static atomic_int g_log_max;
 
 const kcap_config *kcap_cfg(void) { return &g_cfg; }
 
@@ -97,12 +88,12 @@ int kcap_stats_format(char *buf, size_t n)
 #define U(x) ((unsigned long long)atomic_load(&s->x))
     return snprintf(buf, n,
                     "calls=%llu captured=%llu written=%llu dropped(queue=%llu cap=%llu ring=%llu "
-                    "ring_full=%llu too_big=%llu no_device_memory=%llu sites=%llu) "
+                    "ring_full=%llu too_big=%llu no_device_memory=%llu sites=%llu backoff=%llu) "
                     "skipped(graph=%llu invalid=%llu) failures(record=%llu write=%llu) "
                     "bytes=%llu written_bytes=%llu graph_captured=%llu",
                     U(calls), U(captured), U(written), U(dropped_queue), U(dropped_cap),
                     kcap_stats_ring_drops(), U(dropped_ring_full), U(dropped_ring_big),
-                    U(dropped_ring_nomem), U(dropped_sites), U(skipped_graph), U(skipped_invalid),
+                    U(dropped_ring_nomem), U(dropped_sites), U(dropped_backoff), U(skipped_graph), U(skipped_invalid),
                     U(failed_record), U(failed_write), U(bytes_accepted), U(bytes_written_dense),
                     U(graph_captured));
 #undef U
@@ -160,10 +151,14 @@ static void kcap_fork_child(void)
     /* The child owns none of the parent's threads: reset every lock and counter, drop the
        inherited queue, and start over as its own process (its own pid in file names). */
     pthread_mutex_init(&g_arm_lock, NULL);
-    /* held by another thread at fork (hashing a library file, handing out a wrapper slot):
-       never released in the child; the state they guard is re-checked or atomic */
-    pthread_mutex_init(&g_lib_lock, NULL);
+    /* held by another thread at fork (hashing a library file, handing out a wrapper slot,
+       writing a log line): never released in the child; the state they guard is re-checked
+       or atomic */
+    kcap_meta_atfork_child();
+    kcap_log_atfork_child();
     kcap_interpose_atfork_child();
+    kcap_names_init(); /* its own start time (arm requests) and run id */
+    kcap_set_run_id(g_cfg.run_id);
     kcap_queue_atfork_child();
     kcap_arm_atfork_child();
     kcap_gpu_atfork_child();
@@ -192,9 +187,57 @@ static void kcap_fork_child(void)
 /* ------------------------------------------------------------------------------------ */
 /* initialisation                                                                        */
 
-static void kcap_do_init(void)
+/* KCAP_DIR as given, made absolute against the working directory the process had when
+ * libkcap was loaded: a host that chdir()s before its first call must not move it. */
+static char g_dir_at_load[PATH_MAX];
+
+__attribute__((constructor(103))) static void kcap_capture_ctor(void)
 {
+    const char *d = getenv("KCAP_DIR");
+    char cwd[PATH_MAX];
+    if (d && *d && d[0] != '/' && getcwd(cwd, sizeof cwd)) {
+        size_t a = strlen(cwd), b = strlen(d);
+        if (a + b + 2 < sizeof g_dir_at_load) {
+            memcpy(g_dir_at_load, cwd, a);
+            g_dir_at_load[a] = '/';
+            memcpy(g_dir_at_load + a + 1, d, b + 1);
+        }
+    }
+}
+
+/* Why capture is off (for `kcap arm`'s reply); "" while it is not. */
+static char g_off_why[320];
+
+static void kcap_off(const char *why)
+{
+    snprintf(g_off_why, sizeof g_off_why, "%.300s", why);
+    kcap_set_mode(KCAP_M_OFF);
+}
+
+/* A directory that another user can write is a place where anyone could plant files for
+ * us to read (arm requests) or to be overwritten: refused. */
+static int kcap_dir_private(const char *dir, char *why, size_t n)
+{
+    struct stat st;
+    if (stat(dir, &st))
+        return snprintf(why, n, "KCAP_DIR=%.300s: %s", dir, strerror(errno)), -1;
+    if (st.st_uid != geteuid() && st.st_uid != 0)
+        return snprintf(why, n, "KCAP_DIR=%.300s belongs to uid %ld, not to this process's uid %ld",
+                        dir, (long)st.st_uid, (long)geteuid()), -1;
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+        return snprintf(why, n, "KCAP_DIR=%.300s is writable by other users (mode %04o); use a "
+                        "private directory", dir, (unsigned)(st.st_mode & 07777)), -1;
+    return 0;
+}
+
+/* The whole initialisation, on a thread of ours (kcap_run_on_own_stack): mkdir, realpath
+ * and the directory scan need more stack than a host thread may have. */
+static void kcap_do_init_job(void *arg)
+{
+    (void)arg;
     char why[512];
+    kcap_names_init();
+    kcap_rank_init();
     int rc = kcap_config_parse(&g_cfg, kcap_env, NULL, why, sizeof why);
     kcap_log_level = g_cfg.log;
     if (rc) {
@@ -206,15 +249,37 @@ static void kcap_do_init(void)
             kcap_log(KCAP_LOG_WARN, "%s; capture is off", why);
             kcap_log_level = save;
         }
-        kcap_set_mode(KCAP_M_OFF);
+        kcap_off(why);
+        /* still answer `kcap arm` (with the reason) when the directory itself is usable */
+        const char *dm = getenv("KCAP_DORMANT");
+        int dormant = 0;
+        kcap_error me = {0};
+        if (dm && !kcap_parse_bool(dm, &dormant) && dormant && g_cfg.dir[0] == '/' && !kcap_mkdir_private(g_cfg.dir, &me) &&
+            !kcap_dir_private(g_cfg.dir, why, sizeof why))
+            kcap_arm_start(g_cfg.dir);
         return;
     }
+    kcap_set_run_id(g_cfg.run_id);
+    if (g_dir_at_load[0] && g_cfg.dir[0] != '/')
+        snprintf(g_cfg.dir, sizeof g_cfg.dir, "%s", g_dir_at_load);
     kcap_error e = {0};
     if (kcap_mkdir_private(g_cfg.dir, &e)) {
         kcap_log(KCAP_LOG_WARN, "cannot create KCAP_DIR: %s; capture is off", e.msg);
-        kcap_set_mode(KCAP_M_OFF);
+        kcap_off(e.msg);
         return;
     }
+    char abs[PATH_MAX];
+    if (realpath(g_cfg.dir, abs))
+        snprintf(g_cfg.dir, sizeof g_cfg.dir, "%s", abs);
+    if (kcap_dir_private(g_cfg.dir, why, sizeof why)) {
+        kcap_log(KCAP_LOG_WARN, "%s; capture is off", why);
+        kcap_off(why);
+        return;
+    }
+    int cleaned = kcap_clean_stale(g_cfg.dir, KCAP_STALE_AGE_S);
+    if (cleaned)
+        kcap_log(KCAP_LOG_INFO, "removed %d temp files of dead processes from %s", cleaned,
+                 g_cfg.dir);
     pthread_atfork(kcap_fork_prepare, kcap_fork_parent, kcap_fork_child);
     kcap_register_atexit();
     g_budget.max = g_cfg.max;
@@ -227,6 +292,12 @@ static void kcap_do_init(void)
         kcap_set_mode(KCAP_M_ACTIVE);
         kcap_log(KCAP_LOG_INFO, "capturing into %s", g_cfg.dir);
     }
+}
+
+static void kcap_do_init(void)
+{
+    if (kcap_run_on_own_stack(kcap_do_init_job, NULL))
+        kcap_off("no thread could be started for the initialisation");
 }
 
 void kcap_init_once(void)
@@ -242,118 +313,41 @@ void kcap_init_once(void)
     }
 }
 
-void kcap_arm_request(uint64_t count, int off)
+int kcap_arm_request(uint64_t count, int off, int status_only, char *reply, size_t n)
 {
     pthread_mutex_lock(&g_arm_lock);
-    int m = atomic_load(&g_mode);
-    if (m == KCAP_M_OFF || atomic_load(&g_stopped)) {
-        pthread_mutex_unlock(&g_arm_lock);
-        kcap_log(KCAP_LOG_WARN, "arm request ignored: capture is off in this process");
-        return;
-    }
-    if (off) {
+    int m = atomic_load(&g_mode), rc = 0;
+    char stats[640];
+    kcap_stats_format(stats, sizeof stats);
+    if (status_only) {
+        snprintf(reply, n, "ok %s\n%s\n", m == KCAP_M_ACTIVE ? "armed" : m == KCAP_M_DORMANT
+                 ? "dormant" : "off", stats);
+    } else if (m == KCAP_M_OFF || atomic_load(&g_stopped)) {
+        snprintf(reply, n, "error capture is off in this process: %s\n%s\n",
+                 g_off_why[0] ? g_off_why : "stopped", stats);
+        rc = -1;
+    } else if (off) {
         kcap_budget_arm(&g_budget, 0);
         kcap_set_mode(KCAP_M_DORMANT);
         kcap_log(KCAP_LOG_INFO, "disarmed");
+        snprintf(reply, n, "ok disarmed\n%s\n", stats);
     } else {
         kcap_budget_arm(&g_budget, count ? count : 1);
         kcap_set_mode(KCAP_M_ACTIVE);
         kcap_log(KCAP_LOG_INFO, "armed for %llu snapshots", (unsigned long long)(count ? count : 1));
+        snprintf(reply, n, "ok armed for %llu snapshots\n%s\n",
+                 (unsigned long long)(count ? count : 1), stats);
     }
     pthread_mutex_unlock(&g_arm_lock);
+    return rc;
 }
 
 void kcap_capture_stop(const char *why)
 {
     if (atomic_exchange(&g_stopped, 1))
         return;
-    kcap_set_mode(KCAP_M_OFF);
+    kcap_off(why);
     kcap_log(KCAP_LOG_WARN, "capture stopped: %s", why);
-}
-
-/* ------------------------------------------------------------------------------------ */
-/* metadata                                                                              */
-
-int kcap_rank(void)
-{
-    static const char *const vars[] = {"KCAP_RANK", "RANK", "LOCAL_RANK", "TP_RANK",
-                                       "SGLANG_TP_RANK", "OMPI_COMM_WORLD_RANK",
-                                       "SLURM_PROCID", "PMI_RANK"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        uint64_t r;
-        if (v && !kcap_parse_u64(v, &r) && r < 1000000)
-            return (int)r;
-    }
-    return -1;
-}
-
-static void kcap_lib_identity(kcap_slot *sl)
-{
-    Dl_info di;
-    void *fn = (void *)atomic_load(&sl->real);
-    if (!dladdr(fn, &di) || !di.dli_fname) {
-        snprintf(sl->lib_path, sizeof sl->lib_path, "unknown");
-        snprintf(sl->lib_hash, sizeof sl->lib_hash, "xxh64:0000000000000000");
-        return;
-    }
-    if (atomic_load(&sl->lib_ready) && sl->lib_base == di.dli_fbase)
-        return;
-    char path[PATH_MAX]; /* realpath needs PATH_MAX (FORTIFY aborts on less) */
-    if (!realpath(di.dli_fname, path))
-        snprintf(path, sizeof path, "%s", di.dli_fname);
-    uint64_t h = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        struct stat st;
-        if (!fstat(fd, &st) && st.st_size > 0 && st.st_size < (1ll << 32)) {
-            void *buf = malloc((size_t)st.st_size);
-            size_t got = 0;
-            while (buf && got < (size_t)st.st_size) {
-                ssize_t r = read(fd, (char *)buf + got, (size_t)st.st_size - got);
-                if (r <= 0)
-                    break;
-                got += (size_t)r;
-            }
-            if (buf && got == (size_t)st.st_size)
-                h = kcap_xxh64(buf, got, 0);
-            free(buf);
-        }
-        close(fd);
-    }
-    snprintf(sl->lib_path, sizeof sl->lib_path, "%.1023s", path);
-    snprintf(sl->lib_hash, sizeof sl->lib_hash, "xxh64:%016llx", (unsigned long long)h);
-    sl->lib_base = di.dli_fbase;
-    atomic_store(&sl->lib_ready, 1);
-}
-
-void kcap_fill_meta(kcap_slot *sl, kcap_meta *m, uint64_t seq, kcap_devctx *dc)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    char base[32];
-    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(m->time_utc, sizeof m->time_utc, "%.20s.%03dZ", base, (int)(ts.tv_nsec / 1000000));
-    if (gethostname(m->host, sizeof m->host))
-        snprintf(m->host, sizeof m->host, "unknown");
-    m->host[sizeof m->host - 1] = '\0';
-    m->pid = (int64_t)getpid();
-    m->rank = kcap_rank();
-    m->seq = seq;
-    snprintf(m->kcap_version, sizeof m->kcap_version, "%s", KCAP_VERSION);
-    if (!m->call[0])
-        snprintf(m->call, sizeof m->call, "%s", kcap_call_name(sl->call));
-    pthread_mutex_lock(&g_lib_lock);
-    kcap_lib_identity(sl);
-    snprintf(m->lib_path, sizeof m->lib_path, "%s", sl->lib_path);
-    snprintf(m->lib_hash, sizeof m->lib_hash, "%s", sl->lib_hash);
-    pthread_mutex_unlock(&g_lib_lock);
-    if (dc && dc->cu)
-        kcap_dev_meta(dc, m);
-    else
-        snprintf(m->device_name, sizeof m->device_name, "cpu");
 }
 
 /* A verdict of the budget that changes the mode: KCAP_MAX committed (capture off for good),
@@ -404,7 +398,7 @@ void kcap_graph_capture_end(void)
 
 /* The one real call of a captured call: errno as the host left it going in, and what the
  * real function leaves is what the host will see coming out (kcap_slow_call restores it). */
-static int kcap_real(kcap_vattn_fn real, const vattn_args *a, void *ws, size_t wsb, void *stream)
+int kcap_real(kcap_vattn_fn real, const vattn_args *a, void *ws, size_t wsb, void *stream)
 {
     errno = t_errno;
     int st = real(a, ws, wsb, stream);
@@ -419,6 +413,7 @@ static int kcap_graph_only(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *
 {
     kcap_devctx dc = {0};
     dc.stream = stream;
+    kcap_call_library(real);
     if (!a || vattn_check_args(a, ws, wsb, 0) != VATTN_OK || !kcap_mem_classify(a->q, &dc.cu, &dc.ctx))
         return kcap_real(real, a, ws, wsb, stream);
     void *saved = NULL;
@@ -435,7 +430,7 @@ static int kcap_graph_only(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *
 /* one call                                                                              */
 
 /* Give back a KCAP_MAX / arming reservation that did not turn into a snapshot. */
-static void kcap_unreserve(void) { kcap_budget_release(&g_budget); }
+void kcap_unreserve(void) { kcap_budget_release(&g_budget); }
 
 /* Take a reservation; 0 when this call must not be captured (a limit is reached, or its last
  * units are still in flight). */
@@ -449,7 +444,7 @@ static int kcap_reserve(void)
 }
 
 /* The reservation became a snapshot (queued for writing, or staged on the device). */
-static void kcap_commit(void) { kcap_budget_apply(kcap_budget_commit(&g_budget)); }
+void kcap_commit(void) { kcap_budget_apply(kcap_budget_commit(&g_budget)); }
 
 /* An eager call staged on the device has been drained: it became a snapshot (commit its
  * reservation) or the device or read-back dropped it (give the unit back, so that a later
@@ -460,161 +455,6 @@ void kcap_gpu_eager_settled(int captured)
         kcap_commit();
     else
         kcap_unreserve();
-}
-
-/* Would this snapshot break KCAP_MAX_BYTES? Reserves the bytes when it fits. */
-static int kcap_bytes_fit(size_t n)
-{
-    if (!g_cfg.max_bytes) {
-        atomic_fetch_add(&kcap_g_stats.bytes_accepted, n);
-        return 1;
-    }
-    unsigned long long cur = atomic_load(&kcap_g_stats.bytes_accepted);
-    do {
-        if (cur + n > g_cfg.max_bytes)
-            return 0;
-    } while (!atomic_compare_exchange_weak(&kcap_g_stats.bytes_accepted, &cur, cur + n));
-    return 1;
-}
-
-static int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *a, void *ws,
-                            size_t wsb, void *stream, uint64_t seq)
-{
-    const kcap_call_desc *d = kcap_call_find(kcap_call_name(sl->call));
-    if (!d || vattn_check_args(a, ws, wsb, 0) != VATTN_OK) {
-        /* the real library rejects this call too (and writes nothing): nothing to keep */
-        atomic_fetch_add(&kcap_g_stats.skipped_invalid, 1);
-        kcap_log_once(&g_log_invalid, KCAP_LOG_INFO,
-                      "a %s call with invalid arguments was not captured", kcap_call_name(sl->call));
-        kcap_unreserve();
-        return kcap_real(real, a, ws, wsb, stream);
-    }
-    if (!kcap_queue_would_fit(0)) {
-        atomic_fetch_add(&kcap_g_stats.dropped_queue, 1);
-        kcap_log_once(&g_log_full, KCAP_LOG_WARN,
-                      "queue full (KCAP_QUEUE_BYTES=%llu): snapshots dropped and counted",
-                      (unsigned long long)g_cfg.queue_bytes);
-        kcap_unreserve();
-        return kcap_real(real, a, ws, wsb, stream);
-    }
-
-    kcap_devctx dc = {0};
-    dc.stream = stream;
-    dc.num_slots = a->num_slots;
-    dc.max_copy = g_cfg.queue_bytes;
-    if (g_cfg.max_bytes && g_cfg.max_bytes < dc.max_copy)
-        dc.max_copy = g_cfg.max_bytes;
-    int dev = kcap_mem_classify(a->q, &dc.cu, &dc.ctx);
-    void *saved_ctx = NULL;
-    kcap_mem_ops ops;
-    if (dev) {
-        if (kcap_dev_push(&dc, &saved_ctx)) {
-            atomic_fetch_add(&kcap_g_stats.failed_record, 1);
-            kcap_unreserve();
-            return kcap_real(real, a, ws, wsb, stream);
-        }
-        int capturing = kcap_dev_stream_capturing(&dc);
-        if (capturing || g_cfg.gpu_async) {
-            int status = 0;
-            int h = kcap_gpu_capture(sl, a, ws, wsb, stream, seq, capturing, &status);
-            if (h != 1) {
-                kcap_dev_pop(&dc, saved_ctx);
-                /* dropped, or graph nodes (the device counts those): give the unit back;
-                   staged (h == 0): the drainer settles it (kcap_gpu_eager_settled), since
-                   the device may still drop it (ring full) */
-                if (h < 0 || h == 2)
-                    kcap_unreserve();
-                return status;
-            }
-            if (capturing) {
-                /* no device-side staging available: never break the host's graph capture */
-                kcap_dev_pop(&dc, saved_ctx);
-                atomic_fetch_add(&kcap_g_stats.skipped_graph, 1);
-                kcap_log_once(&g_log_graph, KCAP_LOG_WARN,
-                              "%s called during CUDA stream capture: not captured (counted)",
-                              kcap_call_name(sl->call));
-                kcap_unreserve();
-                return kcap_real(real, a, ws, wsb, stream);
-            }
-        }
-        kcap_mem_dev_ops(&dc, &ops);
-    } else {
-        if (vattn_check_host_data(a) != VATTN_OK) {
-            atomic_fetch_add(&kcap_g_stats.skipped_invalid, 1);
-            kcap_log_once(&g_log_host_data, KCAP_LOG_INFO,
-                          "a %s call with invalid kv_indptr/kv_indices was not captured",
-                          kcap_call_name(sl->call));
-            kcap_unreserve();
-            return kcap_real(real, a, ws, wsb, stream);
-        }
-        kcap_mem_host_ops(&dc, &ops);
-    }
-
-    kcap_error err = {0};
-    kcap_snapshot *snap = kcap_snapshot_create();
-    int rc = snap ? kcap_call_record(d, a, KCAP_ARG_IN, &ops, snap, &err)
-                  : kcap_error_set(&err, KCAP_ERR_NOMEM, "out of memory for a snapshot");
-    int status = kcap_real(real, a, ws, wsb, stream);
-    if (!rc)
-        rc = kcap_call_record(d, a, KCAP_ARG_OUT, &ops, snap, &err);
-    if (dev) {
-        if (!rc) {
-            snap->meta.in_stream_capture = 0;
-            kcap_fill_meta(sl, &snap->meta, seq, &dc);
-        }
-        kcap_dev_pop(&dc, saved_ctx);
-    } else if (!rc) {
-        kcap_fill_meta(sl, &snap->meta, seq, NULL);
-    }
-    if (rc && dc.err == KCAP_ERR_FULL) {
-        /* one tensor alone is larger than a cap: a drop by the cap, not a failure */
-        int by_bytes = g_cfg.max_bytes && g_cfg.max_bytes <= g_cfg.queue_bytes;
-        atomic_fetch_add(by_bytes ? &kcap_g_stats.dropped_cap : &kcap_g_stats.dropped_queue, 1);
-        if (by_bytes)
-            kcap_log_once(&g_log_cap, KCAP_LOG_WARN,
-                          "KCAP_MAX_BYTES=%llu reached: further snapshots that do not fit are "
-                          "dropped and counted", (unsigned long long)g_cfg.max_bytes);
-        else
-            kcap_log_once(&g_log_full, KCAP_LOG_WARN,
-                          "queue full (KCAP_QUEUE_BYTES=%llu): snapshots dropped and counted",
-                          (unsigned long long)g_cfg.queue_bytes);
-        kcap_snapshot_free(snap);
-        kcap_unreserve();
-        return status;
-    }
-    if (rc) {
-        atomic_fetch_add(&kcap_g_stats.failed_record, 1);
-        kcap_log_once(&g_log_record, KCAP_LOG_WARN, "recording %s #%llu failed: %s (%s)",
-                      kcap_call_name(sl->call), (unsigned long long)seq,
-                      err.msg[0] ? err.msg : kcap_err_string(err.code), kcap_err_string(rc));
-        kcap_snapshot_free(snap);
-        kcap_unreserve();
-        return status;
-    }
-    snap->meta.call_status = status;
-    size_t bytes = kcap_snapshot_bytes(snap);
-    if (!kcap_bytes_fit(bytes)) {
-        atomic_fetch_add(&kcap_g_stats.dropped_cap, 1);
-        kcap_log_once(&g_log_cap, KCAP_LOG_WARN,
-                      "KCAP_MAX_BYTES=%llu reached: further snapshots that do not fit are "
-                      "dropped and counted", (unsigned long long)g_cfg.max_bytes);
-        kcap_snapshot_free(snap);
-        kcap_unreserve();
-        return status;
-    }
-    if (kcap_queue_push(snap, seq, snap->meta.rank)) {
-        atomic_fetch_sub(&kcap_g_stats.bytes_accepted, bytes);
-        atomic_fetch_add(&kcap_g_stats.dropped_queue, 1);
-        kcap_log_once(&g_log_full, KCAP_LOG_WARN,
-                      "queue full (KCAP_QUEUE_BYTES=%llu): snapshots dropped and counted",
-                      (unsigned long long)g_cfg.queue_bytes);
-        kcap_snapshot_free(snap);
-        kcap_unreserve();
-        return status;
-    }
-    atomic_fetch_add(&kcap_g_stats.captured, 1);
-    kcap_commit();
-    return status;
 }
 
 int kcap_slow_call(kcap_slot *sl, const vattn_args *a, void *ws, size_t wsb, void *stream)

@@ -1,19 +1,28 @@
 /*
- * kcap_cmd_arm.c — `kcap arm PID [--count N | --off] [--dir DIR] [--wait SEC]`: arm a
- * running process whose libkcap.so was started dormant (KCAP_DORMANT=1 / record --dormant).
+ * kcap_cmd_arm.c — `kcap arm PID [--count N | --off | --status] [--dir DIR] [--timeout SEC]`:
+ * arm a running process whose libkcap.so was started dormant (KCAP_DORMANT=1 /
+ * record --dormant), and say what really happened.
  *
- * The request is a control file ".kcap-arm-PID" written atomically (temp + rename) into the
- * process's capture directory, read from /proc/PID/environ unless --dir is given. The
- * process's watcher thread consumes (deletes) it; we wait for that to report success.
+ * The request ".kcap-arm-PID" is written atomically (temp + rename) into the process's
+ * capture directory (its KCAP_DIR from /proc/PID/environ unless --dir is given) and names the
+ * target's start time (/proc/PID/stat field 22), so it can only ever arm that process. The
+ * target answers ".kcap-ack-PID.<nonce>" with "ok ..." or "error ..." and its capture counters;
+ * we wait for that (default 5 s) and exit 0 only on "ok". Without an answer the request is
+ * withdrawn (never left behind to arm some later process) and we exit 1 saying why it may
+ * have gone unanswered. Cases the answer cannot come from are refused up front: no libkcap,
+ * not dormant, a relative KCAP_DIR, a directory other users can write, another user's process.
  */
 #include "kcap_cap.h"
 #include "kcap_cli.h"
+#include "kcap_names.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,7 +34,7 @@ static int env_of_pid(long pid, const char *name, char *out, size_t n)
     if (!f)
         return -1;
     size_t nl = strlen(name);
-    char buf[65536];
+    static char buf[1 << 20];
     size_t got = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[got] = '\0';
@@ -55,37 +64,62 @@ static int pid_has_libkcap(long pid)
     return found;
 }
 
+static int usage(FILE *f)
+{
+    fprintf(f, "usage: kcap arm PID [--count N | --off | --status] [--dir DIR] [--timeout SEC]\n"
+               "  arms a dormant libkcap.so in process PID to capture its next N calls\n"
+               "  (default 1); --off disarms; --status only prints its capture counters.\n"
+               "  Waits up to SEC seconds (default 5) for the process's answer; exit 0 only\n"
+               "  when it confirmed. DIR defaults to the process's KCAP_DIR.\n");
+    return f == stdout ? 0 : 2;
+}
+
+/* Print the target's answer; 0 for "ok". */
+static int show_reply(long pid, const char *txt)
+{
+    const char *nl = strchr(txt, '\n');
+    int ok = !strncmp(txt, "ok ", 3);
+    const char *msg = ok ? txt + 3 : !strncmp(txt, "error ", 6) ? txt + 6 : txt;
+    int line = nl ? (int)(nl - msg) : (int)strlen(msg);
+    fprintf(ok ? stdout : stderr, "kcap arm: process %ld: %.*s\n", pid, line, msg);
+    if (nl && nl[1])
+        fprintf(ok ? stdout : stderr, "kcap arm: process %ld counters: %s", pid, nl + 1);
+    return ok ? 0 : 1;
+}
+
 int kcap_cmd_arm(int argc, char **argv)
 {
     long pid = 0;
     uint64_t count = 1, wait_s = 5;
-    int off = 0;
+    int off = 0, status = 0;
     const char *dir = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         uint64_t u;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: kcap arm PID [--count N | --off] [--dir DIR] [--wait SEC]\n"
-                   "  arms a dormant libkcap.so in process PID to capture its next N calls\n"
-                   "  (default 1); --off disarms. DIR defaults to the process's KCAP_DIR.\n");
-            return 0;
+            return usage(stdout);
         } else if (!strcmp(a, "--off")) {
             off = 1;
-        } else if ((!strcmp(a, "--count") || !strcmp(a, "-n")) && v) {
-            if (kcap_parse_u64(v, &count) || !count) {
-                fprintf(stderr, "kcap arm: --count '%s' is not a positive integer\n", v);
+        } else if (!strcmp(a, "--status")) {
+            status = 1;
+        } else if (!strcmp(a, "--count") || !strcmp(a, "-n") || !strcmp(a, "--dir") ||
+                   !strcmp(a, "--wait") || !strcmp(a, "--timeout")) {
+            if (!v) {
+                fprintf(stderr, "kcap arm: option %s needs a value\n", a);
                 return 2;
             }
             i++;
-        } else if (!strcmp(a, "--dir") && v) {
-            dir = v;
-            i++;
-        } else if (!strcmp(a, "--wait") && v) {
-            if (kcap_parse_u64(v, &wait_s) || wait_s > 3600) {
-                fprintf(stderr, "kcap arm: --wait '%s' is not a number of seconds\n", v);
+            if (!strcmp(a, "--dir")) {
+                dir = v;
+            } else if (!strcmp(a, "--count") || !strcmp(a, "-n")) {
+                if (kcap_parse_u64(v, &count) || !count) {
+                    fprintf(stderr, "kcap arm: --count '%s' is not a positive integer\n", v);
+                    return 2;
+                }
+            } else if (kcap_parse_u64(v, &wait_s) || wait_s > 3600) {
+                fprintf(stderr, "kcap arm: %s '%s' is not a number of seconds (0..3600)\n", a, v);
                 return 2;
             }
-            i++;
         } else if (a[0] != '-' && !pid) {
             if (kcap_parse_u64(a, &u) || !u || u > 0x7fffffff) {
                 fprintf(stderr, "kcap arm: '%s' is not a process id\n", a);
@@ -93,12 +127,14 @@ int kcap_cmd_arm(int argc, char **argv)
             }
             pid = (long)u;
         } else {
-            fprintf(stderr, "kcap arm: unexpected argument '%s'\n", a);
+            fprintf(stderr, "kcap arm: unknown option %s\n", a);
             return 2;
         }
     }
-    if (!pid) {
-        fprintf(stderr, "usage: kcap arm PID [--count N | --off] [--dir DIR]\n");
+    if (!pid)
+        return usage(stderr);
+    if (off + status > 1) {
+        fprintf(stderr, "kcap arm: --off and --status exclude each other\n");
         return 2;
     }
     int has = pid_has_libkcap(pid);
@@ -111,42 +147,98 @@ int kcap_cmd_arm(int argc, char **argv)
                         "kcap record --dormant)\n", pid);
         return 1;
     }
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld", pid);
+    struct stat pst;
+    if (stat(path, &pst) || (pst.st_uid != geteuid() && geteuid() != 0)) {
+        fprintf(stderr, "kcap arm: process %ld belongs to uid %ld; only that user or root may "
+                        "arm it\n", pid, (long)pst.st_uid);
+        return 1;
+    }
+    char dm[16];
+    int dormant = 0;
+    if (env_of_pid(pid, "KCAP_DORMANT", dm, sizeof dm) || kcap_parse_bool(dm, &dormant) || !dormant) {
+        fprintf(stderr, "kcap arm: process %ld was not started dormant (KCAP_DORMANT=1, kcap "
+                        "record --dormant): it captures per its KCAP_* settings and cannot be "
+                        "armed\n", pid);
+        return 1;
+    }
     char d[4096];
     if (dir)
         snprintf(d, sizeof d, "%s", dir);
     else if (env_of_pid(pid, "KCAP_DIR", d, sizeof d)) {
         fprintf(stderr, "kcap arm: cannot read KCAP_DIR of process %ld; pass --dir\n", pid);
         return 1;
+    } else if (d[0] != '/') {
+        fprintf(stderr, "kcap arm: process %ld has a relative KCAP_DIR '%s' (relative to its "
+                        "start directory); pass --dir with the absolute path\n", pid, d);
+        return 1;
     }
-    char tmp[4200], fin[4200];
+    struct stat dst;
+    if (stat(d, &dst) || !S_ISDIR(dst.st_mode)) {
+        fprintf(stderr, "kcap arm: %s: not a directory\n", d);
+        return 1;
+    }
+    if (dst.st_mode & (S_IWGRP | S_IWOTH)) {
+        fprintf(stderr, "kcap arm: %s is writable by other users (mode %04o): libkcap refuses "
+                        "such a directory, so process %ld is not capturing\n", d,
+                        (unsigned)(dst.st_mode & 07777), pid);
+        return 1;
+    }
+    unsigned long long start = kcap_proc_start_time(pid);
+    uint32_t r = 0;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+        r = (uint32_t)time(NULL) ^ (uint32_t)getpid() << 12;
+    char nonce[16];
+    snprintf(nonce, sizeof nonce, "%08x", r);
+
+    char tmp[4200], fin[4200], ack[4200];
     snprintf(fin, sizeof fin, "%s/" KCAP_ARM_FILE_FMT, d, pid);
-    snprintf(tmp, sizeof tmp, "%s/.kcap-arm-tmp-%ld-%ld", d, (long)getpid(), pid);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    snprintf(tmp, sizeof tmp, "%s/.kcap-arm-tmp-%ld-%s", d, (long)getpid(), nonce);
+    snprintf(ack, sizeof ack, "%s/.kcap-ack-%ld.%s", d, pid, nonce);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
         fprintf(stderr, "kcap arm: cannot write %s: %s\n", tmp, strerror(errno));
         return 1;
     }
-    char msg[64];
-    int n = off ? snprintf(msg, sizeof msg, "off\n")
-                : snprintf(msg, sizeof msg, "count %llu\n", (unsigned long long)count);
+    char msg[128];
+    int n = snprintf(msg, sizeof msg, "start %llu\nnonce %s\n", start, nonce);
+    if (status)
+        n += snprintf(msg + n, sizeof msg - (size_t)n, "status\n");
+    else if (off)
+        n += snprintf(msg + n, sizeof msg - (size_t)n, "off\n");
+    else
+        n += snprintf(msg + n, sizeof msg - (size_t)n, "count %llu\n", (unsigned long long)count);
     if (write(fd, msg, (size_t)n) != n || close(fd) || rename(tmp, fin)) {
         fprintf(stderr, "kcap arm: cannot write %s: %s\n", fin, strerror(errno));
         unlink(tmp);
         return 1;
     }
-    for (uint64_t ms = 0; ms < wait_s * 1000; ms += 20) {
-        if (access(fin, F_OK)) {
-            if (off)
-                printf("kcap arm: process %ld disarmed\n", pid);
-            else
-                printf("kcap arm: process %ld armed for %llu snapshots\n", pid,
-                       (unsigned long long)count);
-            return 0;
+    for (uint64_t ms = 0; ms <= wait_s * 1000; ms += 20) {
+        int afd = open(ack, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (afd >= 0) {
+            struct stat ast;
+            char txt[2048];
+            ssize_t got = -1;
+            if (!fstat(afd, &ast) && S_ISREG(ast.st_mode) && ast.st_uid == pst.st_uid)
+                got = read(afd, txt, sizeof txt - 1);
+            close(afd);
+            unlink(ack);
+            if (got <= 0) {
+                fprintf(stderr, "kcap arm: unreadable answer in %s\n", ack);
+                return 1;
+            }
+            txt[got] = '\0';
+            return show_reply(pid, txt);
         }
         struct timespec ts = {0, 20 * 1000000L};
         nanosleep(&ts, NULL);
     }
-    printf("kcap arm: request left in %s; process %ld takes it at its next verify call\n", fin,
-           pid);
-    return 0;
+    int taken = access(fin, F_OK) != 0;
+    unlink(fin); /* withdrawn: a request must not outlive this command */
+    fprintf(stderr, "kcap arm: process %ld did not answer within %llu s%s; nothing was armed "
+                    "(a dormant process starts listening at its first verify call; a process "
+                    "whose KCAP_DIR is not %s or whose capture failed to start cannot answer)\n",
+            pid, (unsigned long long)wait_s, taken ? " (the request was taken)" : "", d);
+    return 1;
 }

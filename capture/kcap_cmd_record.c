@@ -28,7 +28,8 @@ static void record_usage(FILE *f)
             "  --max N         stop after N snapshots\n"
             "  --max-bytes B   stop accepting snapshots past B bytes (K/M/G suffixes)\n"
             "  --dormant       start dormant; arm later with `kcap arm PID`\n"
-            "  --queue-bytes B cap of snapshots waiting to be written (default 1G)\n"
+            "  --queue-bytes B all host memory capture may use: queued snapshots, copies being\n"
+            "                  made, writer buffers (default 1G)\n"
             "  --lib PATH      libkcap.so to preload (default: next to this kcap)\n"
             "CMD runs with LD_PRELOAD=libkcap.so; kcap exits with CMD's status.\n");
 }
@@ -71,9 +72,19 @@ int kcap_cmd_record(int argc, char **argv)
             setenv("KCAP_DORMANT", "1", 1);
             continue;
         }
-        if (!v || a[0] != '-') {
-            if (a[0] != '-')
-                break; /* the command starts here (no "--") */
+        if (a[0] != '-')
+            break; /* the command starts here (no "--") */
+        static const char *const valued[] = {"-o", "--output", "--calls", "--every", "--max",
+                                             "--max-bytes", "--queue-bytes", "--log", "--lib"};
+        int known = 0;
+        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
+            known |= !strcmp(a, valued[k]);
+        if (!known) {
+            fprintf(stderr, "kcap record: unknown option %s\n", a);
+            record_usage(stderr);
+            return 2;
+        }
+        if (!v) {
             fprintf(stderr, "kcap record: option %s needs a value\n", a);
             return 2;
         }
@@ -102,6 +113,11 @@ int kcap_cmd_record(int argc, char **argv)
                 fprintf(stderr, "kcap record: %s '%s' is not a byte count such as 500M\n", a, v);
                 return 2;
             }
+            if (!u && !strcmp(a, "--queue-bytes")) {
+                fprintf(stderr, "kcap record: --queue-bytes 0 leaves no memory for any snapshot "
+                                "(it bounds all of capture's host memory); give a size such as 512M\n");
+                return 2;
+            }
             setenv(!strcmp(a, "--max-bytes") ? "KCAP_MAX_BYTES" : "KCAP_QUEUE_BYTES", v, 1);
         } else if (!strcmp(a, "--log")) {
             if (strcmp(v, "quiet") && strcmp(v, "warn") && strcmp(v, "info")) {
@@ -109,12 +125,8 @@ int kcap_cmd_record(int argc, char **argv)
                 return 2;
             }
             setenv("KCAP_LOG", v, 1);
-        } else if (!strcmp(a, "--lib")) {
+        } else { /* --lib (the list above is every option that takes a value) */
             lib = v;
-        } else {
-            fprintf(stderr, "kcap record: unknown option %s\n", a);
-            record_usage(stderr);
-            return 2;
         }
         i++;
     }

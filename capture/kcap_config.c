@@ -124,7 +124,7 @@ void kcap_config_defaults(kcap_config *c)
         return KCAP_ERR_CONFIG;                                                            \
     } while (0)
 
-static int parse_bool(const char *v, int *out)
+int kcap_parse_bool(const char *v, int *out)
 {
     if (!strcmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "true") || !strcasecmp(v, "on"))
         return *out = 1, 0;
@@ -185,7 +185,7 @@ int kcap_config_parse(kcap_config *c, kcap_getenv_fn get, void *ud, char *why, s
             BAD("KCAP_RING_BYTES='%.64s' is not a byte count from 4K to 1T", v);
         c->ring_bytes = u;
     }
-    if ((v = get("KCAP_DORMANT", ud)) && *v && parse_bool(v, &c->dormant))
+    if ((v = get("KCAP_DORMANT", ud)) && *v && kcap_parse_bool(v, &c->dormant))
         BAD("KCAP_DORMANT='%.64s' is not 0 or 1", v);
     if ((v = get("KCAP_FLUSH_TIMEOUT", ud)) && *v) {
         if (kcap_parse_u64(v, &u) || u > 3600)
@@ -207,8 +207,16 @@ int kcap_config_parse(kcap_config *c, kcap_getenv_fn get, void *ud, char *why, s
     }
     if ((v = get("KCAP_THREADS", ud)) && *v) {
         if (kcap_parse_u64(v, &u) || u > 256)
-            BAD("KCAP_THREADS='%.64s' is not in 0..256 (0 = all CPUs)", v);
+            BAD("KCAP_THREADS='%.64s' is not in 0..256 (0 = min(4, CPUs))", v);
         c->threads = (int)u;
+    }
+    if ((v = get("KCAP_RUN_ID", ud)) && *v) {
+        size_t n = strlen(v), ok = n <= 16;
+        for (size_t i = 0; ok && i < n; i++)
+            ok = isalnum((unsigned char)v[i]) || v[i] == '_';
+        if (!ok)
+            BAD("KCAP_RUN_ID='%.64s' is not 1..16 letters, digits or '_'", v);
+        snprintf(c->run_id, sizeof c->run_id, "%s", v);
     }
     if ((v = get("KCAP_GPU_MODE", ud)) && *v) {
         if (!strcasecmp(v, "async"))

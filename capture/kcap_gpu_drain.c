@@ -194,18 +194,19 @@ static int st_gather(void *ctx, void *dst, const void *pool, size_t row_bytes, s
     return kcap_dev_read(st->r, dst, st->region + (CUdeviceptr)off, nrows * row_bytes);
 }
 
-/* Wait for room in the writer queue (the ring holds the bytes meanwhile); 0 when queued
- * room is there, -1 when it never will be (larger than the cap) or we are stopping. */
+/* Reserve room in the writer queue for a snapshot and its transient copy, waiting for the
+ * writer rather than dropping (the ring holds the bytes meanwhile); 0 when reserved, -1 when
+ * it never fits (larger than what KCAP_QUEUE_BYTES leaves snapshots) or we are stopping. */
 static int kcap_wait_queue(kring *r, size_t bytes)
 {
-    if (bytes > kcap_cfg()->queue_bytes) {
+    if (bytes > kcap_queue_room()) {
         kcap_log_once(&g_log_queue, KCAP_LOG_WARN,
-                      "a %zu-byte GPU snapshot is larger than KCAP_QUEUE_BYTES=%llu: dropped and "
-                      "counted as queue; raise KCAP_QUEUE_BYTES", bytes,
-                      (unsigned long long)kcap_cfg()->queue_bytes);
+                      "a %zu-byte GPU snapshot is larger than the %zu bytes KCAP_QUEUE_BYTES=%llu "
+                      "leaves snapshots: dropped and counted as queue; raise KCAP_QUEUE_BYTES",
+                      bytes, kcap_queue_room(), (unsigned long long)kcap_cfg()->queue_bytes);
         return -1;
     }
-    while (!kcap_queue_would_fit(bytes)) {
+    while (kcap_queue_reserve(bytes)) {
         if (atomic_load(&r->stop))
             return -1;
         struct timespec ts = {0, 500000L};
@@ -229,13 +230,16 @@ static void kcap_drain_one(kring *r, const kbell *b)
 {
     ksite *s = kcap_site(r, b->site_id);
     int ok = s && (s->graph || s->gen == b->gen) && !b->status;
-    size_t bytes = (size_t)(b->end - b->start);
+    /* the region bounds the snapshot's tensors; its fixed part is held twice for a while */
+    size_t bytes = (size_t)(b->end - b->start) + (s ? (size_t)s->fixed_bytes : 0), reserved = 0;
     kcap_snapshot *snap = NULL;
     kcap_error err = {0};
     char *fixed = NULL;
     int rc = ok ? 0 : KCAP_ERR_CORRUPT;
     if (!rc && kcap_wait_queue(r, bytes))
         rc = KCAP_ERR_FULL;
+    else if (!rc)
+        reserved = bytes;
     CUdeviceptr base = atomic_load(&r->base);
     if (!rc && !(fixed = malloc(s->fixed_bytes ? (size_t)s->fixed_bytes : 1)))
         rc = KCAP_ERR_NOMEM;
@@ -266,11 +270,14 @@ static void kcap_drain_one(kring *r, const kbell *b)
         snap->meta.in_stream_capture = s->graph;
         snap->meta.call_status = s->status;
         size_t nb = kcap_snapshot_bytes(snap);
-        if (kcap_queue_push(snap, seq, snap->meta.rank))
-            rc = KCAP_ERR_FULL;
-        else
+        if (kcap_queue_push_reserved(snap, seq, snap->meta.rank, reserved)) {
+            rc = KCAP_ERR_FULL; /* the reservation is still ours: given back below */
+        } else {
             atomic_fetch_add(&kcap_g_stats.bytes_accepted, nb);
+            reserved = 0; /* it became the queued snapshot's bytes */
+        }
     }
+    kcap_queue_unreserve(reserved);
     if (rc == KCAP_ERR_FULL) {
         atomic_fetch_add(&kcap_g_stats.dropped_queue, 1);
     } else if (rc) {

@@ -157,6 +157,8 @@ KCAP_NO_SAN void *kcap_dlsym_c(void *handle, const char *name)
         if (!kcap_direct_resolve(call))
             out = NULL;
     } else {
+        /* the library's own workspace rule, for capture's argument check (kcap_meta.c) */
+        kcap_library_bind((kcap_vattn_fn)p, real(handle, "vattn_workspace_size"));
         out = (void *)kcap_wrapper_for(call, (kcap_vattn_fn)p);
     }
     t_in_dlsym = 0;
@@ -238,6 +240,8 @@ static kcap_vattn_fn kcap_direct_resolve(int call)
         return NULL;
     /* called from inside libkcap.so, so RTLD_NEXT means "after us" */
     f = (kcap_vattn_fn)real(RTLD_NEXT, g_names[call]);
+    if (f)
+        kcap_library_bind(f, real(RTLD_NEXT, "vattn_workspace_size"));
     if (f) {
         sl->call = call;
         atomic_store_explicit(&sl->real, f, memory_order_release);

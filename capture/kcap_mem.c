@@ -4,7 +4,9 @@
  * Host memory: reads go through process_vm_readv on our own pid, so a bad pointer in a
  * call we record becomes an EFAULT (capture skipped, counted) instead of a SIGSEGV in the
  * host; where that syscall is filtered (seccomp) we fall back to memcpy. KV rows are read
- * with batched iovecs, one syscall per 1024 rows.
+ * with batched iovecs, one syscall per 1024 rows; the iovec arrays (32 KiB) live on the heap,
+ * never on the calling thread's stack (a host thread may have a 16 KiB stack; the bytes are
+ * part of the reservation of kcap_size.c).
  *
  * Device memory: through the CUDA driver loaded at run time (common/kcap_cu.h), only when
  * the host itself has loaded libcuda (a CPU-only process never gets a CUDA context from
@@ -70,23 +72,32 @@ static int h_gather_rows(void *ctx, void *dst_host, const void *pool, size_t row
     kcap_devctx *dc = ctx;
     if (dc->max_copy && row_bytes && nrows > dc->max_copy / row_bytes)
         return dc->err = KCAP_ERR_FULL;
-    struct iovec l[KCAP_IOV_BATCH], r[KCAP_IOV_BATCH];
+    if (nrows == 0)
+        return 0;
+    struct iovec *l = malloc(2 * KCAP_IOV_BATCH * sizeof *l);
+    if (!l)
+        return dc->err = KCAP_ERR_NOMEM;
+    struct iovec *r = l + KCAP_IOV_BATCH;
     size_t i = 0;
-    while (i < nrows) {
+    int rc = 0;
+    while (!rc && i < nrows) {
         size_t cnt = 0, total = 0;
         for (; i < nrows && cnt < KCAP_IOV_BATCH; i++, cnt++) {
-            if (rows[i] < 0 || (dc->num_slots && rows[i] >= dc->num_slots))
-                return dc->err = KCAP_ERR_ARG;
+            if (rows[i] < 0 || (dc->num_slots && rows[i] >= dc->num_slots)) {
+                rc = dc->err = KCAP_ERR_ARG;
+                break;
+            }
             l[cnt].iov_base = (char *)dst_host + i * row_bytes;
             l[cnt].iov_len = row_bytes;
             r[cnt].iov_base = (char *)pool + (size_t)rows[i] * stride_bytes;
             r[cnt].iov_len = row_bytes;
             total += row_bytes;
         }
-        if (kcap_safe_read_iov(l, r, cnt, total))
-            return dc->err = KCAP_ERR_ARG;
+        if (!rc && kcap_safe_read_iov(l, r, cnt, total))
+            rc = dc->err = KCAP_ERR_ARG;
     }
-    return 0;
+    free(l);
+    return rc;
 }
 
 static int h_copy_from_host(void *ctx, void *dst, const void *src, size_t n)

@@ -1,15 +1,21 @@
 # capture/module.mk — rules of the capture module: build/lib/libkcap.so (the LD_PRELOAD
 # interposer), the `kcap record` / `kcap arm` subcommands, and capture's tests and benches.
 #
-# libkcap.so links formats (static, PIC) + common + the shared argument checks of kernels/,
-# and exports only the interposed symbols (capture/libkcap.map). The gather/staging kernels
+# libkcap.so links formats (static, PIC) + common + the shared argument checks of kernels/
+# (compiled here with the library's vattn_workspace_size renamed to kcap_lib_workspace_size,
+# which asks the real library: libkcap defines no kernel symbol it does not forward), and
+# exports only the interposed symbols (capture/libkcap.map). The gather/staging kernels
 # are compiled to PTX by nvcc when it exists and embedded (capture/kcap_ptx.S); without nvcc
 # the library still builds and uses plain copies on the device.
 
 KCAP_LIB := $(LIB)/libkcap.so
-CAPTURE_SRCS := kcap_interpose kcap_capture kcap_budget kcap_queue kcap_arm kcap_mem kcap_gpu kcap_gpu_drain kcap_ring kcap_config kcap_log
+CAPTURE_SRCS := kcap_interpose kcap_capture kcap_budget kcap_queue kcap_arm kcap_mem kcap_gpu kcap_gpu_drain \
+                kcap_ring kcap_config kcap_log kcap_meta kcap_names kcap_size kcap_callrec
 CAPTURE_OBJS := $(patsubst %,$(OBJ)/capture/%.o,$(CAPTURE_SRCS)) $(OBJ)/capture/kcap_ptx.o \
-                $(OBJ)/kernels/vattn_check.o
+                $(OBJ)/capture/kcap_vattn_check.o
+$(OBJ)/capture/kcap_vattn_check.o: kernels/vattn_check.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -fvisibility=hidden -Dvattn_workspace_size=kcap_lib_workspace_size -MMD -MP -c $< -o $@
 # formats/module.mk defines FORMATS_LIB once it can build it; until then nothing here that
 # links it is part of `make all` (keeps the tree green for everyone).
 KCAP_FORMATS_READY := $(if $(FORMATS_LIB),1,)
@@ -36,22 +42,26 @@ endif
 $(KCAP_LIB): $(CAPTURE_OBJS) $(FORMATS_LIB) $(COMMON_OBJS) capture/libkcap.map
 	@mkdir -p $(@D)
 	$(CC) -shared -Wl,-soname,libkcap.so -Wl,--version-script=capture/libkcap.map \
-	  -Wl,-z,nodelete $(LDFLAGS) -o $@ $(CAPTURE_OBJS) $(FORMATS_LIB) $(COMMON_OBJS) \
+	  -Wl,-z,nodelete -Wl,--wrap=kcap_h5_lock,--wrap=kcap_h5_unlock $(LDFLAGS) -o $@ $(CAPTURE_OBJS) $(FORMATS_LIB) $(COMMON_OBJS) \
 	  $(HDF5_LIBS) -lzstd -ldl -lm
 
 KCAP_CLI_OBJS += $(OBJ)/capture/kcap_cmd_record.o $(OBJ)/capture/kcap_cmd_arm.o \
-                 $(OBJ)/capture/kcap_config_cli.o
+                 $(OBJ)/capture/kcap_config_cli.o $(OBJ)/capture/kcap_names_cli.o
 
 # the CLI gets its own copy of the parsers (default visibility, no libkcap internals)
 $(OBJ)/capture/kcap_config_cli.o: capture/kcap_config.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(HDF5_CFLAGS) -MMD -MP -c $< -o $@
 
+$(OBJ)/capture/kcap_names_cli.o: capture/kcap_names.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
 # ---- tests ------------------------------------------------------------------------------
 CAPT := $(TBIN)/capture
 CAPTURE_TEST_BINS := $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/capture_client \
                      $(CAPT)/snapcmp $(CAPT)/libvattn_null.so $(CAPT)/bench_dormant \
-                     $(CAPT)/test_capture_ring
+                     $(CAPT)/test_capture_ring $(CAPT)/badargs_client
 $(CAPT)/test_capture_config: tests/capture/test_capture_config.c $(OBJ)/capture/kcap_config_cli.o
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS)
@@ -72,6 +82,10 @@ $(CAPT)/capture_client: tests/capture/capture_client.c $(LIB)/libverify_attn_cpu
 	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(LIB) -lverify_attn_cpu \
 	  -Wl,-rpath,'$$ORIGIN/../../lib' -lm
 
+$(CAPT)/badargs_client: tests/capture/badargs_client.c $(LIB)/libverify_attn_cpu.so
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(LIB) -lverify_attn_cpu -Wl,-rpath,'$$ORIGIN/../../lib' -ldl
+
 $(CAPT)/snapcmp: tests/capture/snapcmp.c $(FORMATS_LIB) $(COMMON_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(HDF5_CFLAGS) $< -o $@ $(LDFLAGS) $(FORMATS_LIB) $(COMMON_OBJS) \
@@ -90,8 +104,11 @@ ALL_TARGETS += $(KCAP_LIB) $(CAPTURE_TEST_BINS)
 TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring tests/capture/test_capture_c.sh \
          tests/capture/test_capture_py.sh tests/capture/test_capture_select.sh \
          tests/capture/test_capture_arm.sh tests/capture/test_capture_faults.sh \
-         tests/capture/test_capture_concurrency.sh
-ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring tests/capture/test_capture_c.sh
+         tests/capture/test_capture_concurrency.sh tests/capture/test_capture_faults_host.sh \
+         tests/capture/test_capture_faults_files.sh tests/capture/test_capture_faults_load.sh \
+         tests/capture/test_capture_arm_misuse.sh
+ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring tests/capture/test_capture_c.sh \
+              tests/capture/test_capture_faults_host.sh
 GPU_TESTS += tests/capture/test_capture_gpu.sh tests/capture/test_capture_gpu_long.sh \
              tests/capture/test_capture_gpu_faults.sh
 BENCHES += tests/capture/bench_dormant.sh

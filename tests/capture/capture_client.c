@@ -16,6 +16,16 @@
  *                  never touches it, so neither may libkcap.so).
  *   --fork-during  one call runs on a thread while the main thread forks 200 ms in; the child
  *                  makes one call of its own under a 10 s alarm (a lock inherited held = hang).
+ *   --stack KB     the calls run on a thread with a KB KiB stack (ours, painted before each
+ *                  call): prints "stack_used=N", the most bytes any call used below its caller.
+ *   --big N        each thread's first call is one request of N keys (60000: a ~70 MB snapshot);
+ *                  with several threads, all hold their buffers across that call together
+ *                  (barriers), so the peak memory of a run does not depend on timing.
+ *   --fork-latency N  after the calls, fork N times while libkcap's writer is busy; prints
+ *                  "fork_max_us=N"; the last child makes one call and exits normally.
+ *   --reopen-stderr FILE  close fd 2 and open FILE in its place before calling.
+ *   --chdir DIR    chdir to DIR before the first call.
+ *   --maxrss       print "maxrss_kb=N" (getrusage) at the end.
  * Dump files: DIR/<tag>.{meta,q,pool,indptr,indices,vis,o,lse}; tag = p<pid>-t<thread>-c<i>.
  */
 #include <errno.h>
@@ -24,6 +34,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -37,6 +50,25 @@ static int g_hash;
 static int g_errno_check, g_fork_during;
 static int g_invalid; /* every other call has num_heads = 0: the library rejects it */ /* print a hash of what each call returned (no files: disk-full tests) */
 static pthread_mutex_t g_out_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_stack_kb, g_big, g_fork_lat, g_maxrss;
+static int g_big_sync;                /* --big with several threads: barriers around the call */
+static pthread_barrier_t g_big_bar;
+static const char *g_reopen, *g_chdir;
+static unsigned char *g_stack_lo;     /* lowest byte of the --stack thread's stack */
+static size_t g_stack_used;           /* max bytes used below the call site */
+
+#define PAINT 0x5A
+/* Paint the unused part of our own stack below the current stack pointer; returns it. */
+static uintptr_t paint_below_sp(void)
+{
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+#if defined(__x86_64__)
+    __asm__ volatile("mov %%rsp, %0" : "=r"(sp));
+#endif
+    for (volatile unsigned char *p = g_stack_lo + 4096; p < (unsigned char *)sp - 256; p++)
+        *p = PAINT;
+    return sp;
+}
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
@@ -86,13 +118,16 @@ static int dump(const char *tag, const char *ext, const void *p, size_t n)
 static int one_call(uint64_t *s, const char *tag)
 {
     int bs = 1 + (int)(rnd(s) % 3), q_len = 1 + (int)(rnd(s) % 6), H = 1 + (int)(rnd(s) % 8);
+    int big = g_big && tag && strstr(tag, "-c0");
+    if (big)
+        bs = 1;
     int T = bs * q_len;
     int32_t *indptr = malloc(sizeof(int32_t) * (size_t)(bs + 1));
     indptr[0] = 0;
     for (int b = 0; b < bs; b++)
-        indptr[b + 1] = indptr[b] + q_len + (int)(rnd(s) % 150); /* ragged prefixes */
+        indptr[b + 1] = indptr[b] + q_len + (big ? g_big : (int)(rnd(s) % 150)); /* ragged prefixes */
     int64_t nnz = indptr[bs];
-    if (nnz <= 0 || nnz > (1 << 20)) { /* cannot happen (bs <= 3 requests of < 160 keys) */
+    if (nnz <= 0 || nnz > (1 << 20)) { /* cannot happen (bs <= 3 requests of < 160 keys, --big) */
         free(indptr);
         return -1;
     }
@@ -162,9 +197,21 @@ static int one_call(uint64_t *s, const char *tag)
     static int flip;
     if (g_invalid && (flip++ & 1))
         a.num_heads = 0;
+    if (big && g_big_sync)
+        pthread_barrier_wait(&g_big_bar); /* every thread's buffers are allocated */
+    uintptr_t sp = g_stack_lo ? paint_below_sp() : 0;
     errno = 4242; /* not a real errno value: only the caller can have put it there */
     int st = g_ref ? vattn_verify_reference(&a, ws, wsb, NULL) : vattn_verify(&a, ws, wsb, NULL);
     int errno_after = errno;
+    if (big && g_big_sync)
+        pthread_barrier_wait(&g_big_bar); /* ... and held until every big call returned */
+    if (sp) {
+        unsigned char *p = g_stack_lo + 4096;
+        while (p < (unsigned char *)sp && *p == PAINT)
+            p++;
+        if (sp - (uintptr_t)p > g_stack_used)
+            g_stack_used = sp - (uintptr_t)p;
+    }
 
     int rc = 0;
     if (g_errno_check && errno_after != 4242) {
@@ -253,17 +300,65 @@ static int run_all(void)
     thr ts[64];
     pthread_t th[64];
     int rc = 0;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    if (g_stack_kb) {
+        /* our own mapping, so that we know where the stack ends (4 KiB guard at the bottom) */
+        size_t sz = (size_t)g_stack_kb << 10;
+        g_stack_lo = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (g_stack_lo == MAP_FAILED || mprotect(g_stack_lo, 4096, PROT_NONE) ||
+            pthread_attr_setstack(&at, g_stack_lo, sz))
+            return 1;
+        g_threads = 1;
+    }
+    g_big_sync = g_big && g_threads > 1;
+    if (g_big_sync)
+        pthread_barrier_init(&g_big_bar, NULL, (unsigned)g_threads);
     for (int i = 0; i < g_threads; i++) {
         ts[i].id = i;
         ts[i].rc = 0;
-        if (pthread_create(&th[i], NULL, run_thread, &ts[i]))
+        if (pthread_create(&th[i], &at, run_thread, &ts[i]))
             return 1;
     }
     for (int i = 0; i < g_threads; i++) {
         pthread_join(th[i], NULL);
         rc |= ts[i].rc;
     }
+    if (g_stack_kb)
+        printf("stack_used=%zu\n", g_stack_used);
     return rc;
+}
+
+/* fork while libkcap's writer is busy with what run_all queued; the child returns at once
+ * except the last one, which makes a call of its own and exits normally (its snapshot must
+ * be written) */
+static int fork_latency(void)
+{
+    double worst = 0;
+    for (int i = 0; i < g_fork_lat; i++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        pid_t pid = fork();
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (pid < 0)
+            return 1;
+        if (pid == 0) {
+            if (i < g_fork_lat - 1)
+                _exit(0);
+            uint64_t s1 = g_seed + 999;
+            exit(one_call(&s1, "forked") ? 1 : 0);
+        }
+        double us = (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
+        if (us > worst)
+            worst = us;
+        int st = 0;
+        if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+            return 1;
+        struct timespec gap = {0, 20 * 1000000L};
+        nanosleep(&gap, NULL);
+    }
+    printf("fork_max_us=%.0f\n", worst);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -296,6 +391,18 @@ int main(int argc, char **argv)
             g_errno_check = 1;
         else if (!strcmp(a, "--fork-during"))
             g_fork_during = 1;
+        else if (!strcmp(a, "--stack"))
+            g_stack_kb = atoi(v), i++;
+        else if (!strcmp(a, "--big"))
+            g_big = atoi(v), i++;
+        else if (!strcmp(a, "--fork-latency"))
+            g_fork_lat = atoi(v), i++;
+        else if (!strcmp(a, "--reopen-stderr"))
+            g_reopen = v, i++;
+        else if (!strcmp(a, "--chdir"))
+            g_chdir = v, i++;
+        else if (!strcmp(a, "--maxrss"))
+            g_maxrss = 1;
         else {
             fprintf(stderr, "capture_client: unknown argument %s\n", a);
             return 2;
@@ -304,6 +411,24 @@ int main(int argc, char **argv)
     if (g_threads < 1 || g_threads > 64 || g_calls < 0) {
         fprintf(stderr, "capture_client: bad --threads/--calls\n");
         return 2;
+    }
+    if (g_reopen) { /* a host that reuses fd 2 for its own data */
+        close(2);
+        if (open(g_reopen, O_WRONLY | O_CREAT | O_TRUNC, 0600) != 2)
+            return 1;
+    }
+    if (g_chdir && chdir(g_chdir))
+        return 1;
+    if (g_fork_lat || g_maxrss) {
+        int rc = run_all();
+        if (!rc && g_fork_lat)
+            rc = fork_latency();
+        if (g_maxrss) {
+            struct rusage ru;
+            getrusage(RUSAGE_SELF, &ru);
+            printf("maxrss_kb=%ld\n", ru.ru_maxrss);
+        }
+        return rc;
     }
     if (g_fork_during) {
         thr t0 = {0, 0};

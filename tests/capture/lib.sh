@@ -4,10 +4,12 @@ set -u
 B=${KCAP_BUILD:-build}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
-LIBKCAP=$ROOT/$B/lib/libkcap.so
+# KCAP_TEST_LIBKCAP / KCAP_TEST_KCAP: run a test against another build (e.g. an older tree's)
+LIBKCAP=${KCAP_TEST_LIBKCAP:-$ROOT/$B/lib/libkcap.so}
 CLIENT=$ROOT/$B/tests/capture/capture_client
 SNAPCMP=$ROOT/$B/tests/capture/snapcmp
-KCAP=$ROOT/$B/bin/kcap
+KCAP=${KCAP_TEST_KCAP:-$ROOT/$B/bin/kcap}
+NULLLIB=$ROOT/$B/tests/capture/libvattn_null.so
 PY=${PYTHON:-/usr/bin/python3}
 T=$(mktemp -d /tmp/kcap-capture-test.XXXXXX)
 trap 'chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT
@@ -48,6 +50,9 @@ same_outputs() {
     done
     [ $n -gt 0 ] && [ $bad -eq 0 ]
 }
+
+# field KEY OUTPUT: the value of "KEY=value" in OUTPUT
+field() { sed -n "s/^$1=\([0-9]*\)$/\1/p" <<<"$2" | tail -1; }
 
 count_h5() { find "$1" -maxdepth 1 -name '*.h5' 2>/dev/null | wc -l; }
 

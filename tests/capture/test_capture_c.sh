@@ -16,7 +16,7 @@ same_outputs "$T/ref" "$T/cap" && ok "outputs byte-identical with preload" || fa
 kcap_check "$T/snaps" && ok "kcap check" || fail "kcap check"
 [ "$(grep -c '^kcap:' "$T/err")" = 1 ] && grep -q 'stats: calls=4 captured=4 written=4' "$T/err" &&
     ok "stderr: one stats line" || { cat "$T/err"; fail "stderr contract"; }
-ls "$T/snaps" | grep -Eq '^vattn_verify-p[0-9]+-s000003\.h5$' && ok "file names carry rank/pid/seq" ||
+ls "$T/snaps" | grep -Eq '^vattn_verify-p[0-9]+-[0-9a-f]{8}-s000003\.h5$' && ok "file names carry rank/pid/seq" ||
     { ls "$T/snaps"; fail "file names"; }
 [ "$(stat -c %a "$T/snaps")" = 700 ] && ok "KCAP_DIR created 0700" || fail "KCAP_DIR mode"
 
@@ -27,7 +27,7 @@ with_kcap KCAP_DIR="$T/snaps32" RANK=3 -- "$CLIENT" --calls 2 --seed 12 --int32 
     --dump "$T/cap32" 2>"$T/err32" || fail "client int32 under libkcap"
 same_outputs "$T/ref32" "$T/cap32" && ok "int32/reference outputs identical" || fail "int32 outputs differ"
 "$SNAPCMP" --all --expect 2 "$T/snaps32" "$T/cap32" && ok "int32/reference snapshots match" || fail "snapcmp int32"
-ls "$T/snaps32" | grep -Eq '^vattn_verify_reference-r3-p[0-9]+-s000001\.h5$' && ok "reference call + rank 3 in names" ||
+ls "$T/snaps32" | grep -Eq '^vattn_verify_reference-r3-p[0-9]+-[0-9a-f]{8}-s000001\.h5$' && ok "reference call + rank 3 in names" ||
     { ls "$T/snaps32"; fail "reference names"; }
 
 # kcap record: sets everything up, execs the command, passes its exit status through

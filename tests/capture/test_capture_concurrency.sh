@@ -24,7 +24,7 @@ with_kcap KCAP_DIR="$T/fork" -- "$CLIENT" --fork --calls 2 --seed 52 --dump "$T/
 same_outputs "$T/fref" "$T/fcap" && ok "fork: outputs byte-identical" || fail "fork: outputs differ"
 "$SNAPCMP" --all --expect 5 "$T/fork" "$T/fcap" && ok "fork: parent 3 + child 2 snapshots match" ||
     { cat "$T/fork.err"; fail "fork snapcmp"; }
-pids=$(ls "$T/fork" | sed -n 's/.*-p\([0-9]*\)-s.*/\1/p' | sort -u | wc -l)
+pids=$(ls "$T/fork" | sed -n 's/.*-p\([0-9]*\)-[0-9a-f]*-s.*/\1/p' | sort -u | wc -l)
 [ "$pids" = 2 ] && ok "fork: two pids in file names" || fail "fork pids ($pids)"
 [ "$(grep -c 'stats:' "$T/fork.err")" = 2 ] && ok "fork: each process logs its own stats" || { cat "$T/fork.err"; fail "fork stats"; }
 

@@ -30,6 +30,7 @@ bad calls "KCAP_DIR=$T/snaps KCAP_CALLS=5-1" KCAP_CALLS
 bad maxbytes "KCAP_DIR=$T/snaps KCAP_MAX_BYTES=12Q" KCAP_MAX_BYTES
 bad dormant "KCAP_DIR=$T/snaps KCAP_DORMANT=maybe" KCAP_DORMANT
 bad log "KCAP_DIR=$T/snaps KCAP_LOG=loud" KCAP_LOG
+bad runid "KCAP_DIR=$T/snaps KCAP_RUN_ID=a/b" KCAP_RUN_ID
 bad nodir "KCAP_MAX=3" "KCAP_DIR is not set"
 bad mkdir "KCAP_DIR=/proc/kcap-cannot-exist/x" "cannot create KCAP_DIR"
 
@@ -40,8 +41,8 @@ bad mkdir "KCAP_DIR=/proc/kcap-cannot-exist/x" "cannot create KCAP_DIR"
     env KCAP_DIR="$T/fsz" LD_PRELOAD="$PRELOAD" "$CLIENT" --calls 5 --seed 41 --hash >"$T/fsz.hash" 2>"$T/fsz.err"
 ) ; rc=$?
 cmp -s "$T/ref.hash" "$T/fsz.hash" && [ $rc = 0 ] && ok "file-size limit: host unaffected" || fail "file-size limit: host affected (rc $rc)"
-[ "$(grep -c 'failed' "$T/fsz.err")" -ge 1 ] && grep -q "capture stopped" "$T/fsz.err" &&
-    [ "$(grep -c '^kcap:' "$T/fsz.err")" -le 3 ] && ok "file-size limit: logged once, capture stopped" ||
+[ "$(grep -c 'failed' "$T/fsz.err")" -ge 1 ] && grep -q "capture paused" "$T/fsz.err" &&
+    [ "$(grep -c '^kcap:' "$T/fsz.err")" -le 3 ] && ok "file-size limit: logged once, capture paused (backs off)" ||
     { cat "$T/fsz.err"; fail "file-size limit log"; }
 [ "$(count_h5 "$T/fsz")" = 0 ] && ! ls -A "$T/fsz" | grep -q . && ok "no partial files left" || { ls -la "$T/fsz"; fail "partial files"; }
 

@@ -1,0 +1,19 @@
+/*
+ * kcap_callrec.h — one captured call (kcap_callrec.c) and the pieces of the capture core it
+ * uses (kcap_capture.c): the real call with the host's errno, and the snapshot budget.
+ */
+#ifndef KCAP_CALLREC_H
+#define KCAP_CALLREC_H
+
+#include "kcap_cap.h"
+
+/* Record one selected call whose budget unit is reserved: inputs, the real call, outputs;
+ * returns the real function's status. Every outcome settles the unit (commit or release). */
+int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *a, void *ws,
+                     size_t wsb, void *stream, uint64_t seq);
+/* The one real call: the host's errno going in, the library's coming out. */
+int kcap_real(kcap_vattn_fn real, const vattn_args *a, void *ws, size_t wsb, void *stream);
+void kcap_unreserve(void); /* the reserved unit did not become a snapshot */
+void kcap_commit(void);    /* it did (queued, or staged on the device) */
+
+#endif

@@ -1,0 +1,18 @@
+/*
+ * kcap_meta.h — kcap_meta.c: snapshot metadata helpers, the library behind a call (its own
+ * workspace rule), and running one-off work on a thread of ours. Included by kcap_cap.h.
+ */
+#ifndef KCAP_META_H
+#define KCAP_META_H
+
+void kcap_rank_init(void);                 /* read once at init; a garbage value is logged */
+void kcap_call_library(kcap_vattn_fn real); /* this thread's call goes to `real`'s library */
+/* At bind time: `real`'s library has this vattn_workspace_size (NULL: none). */
+void kcap_library_bind(kcap_vattn_fn real, void *ws_fn);
+void kcap_meta_atfork_child(void);
+/* Run fn(arg) on a short-lived thread of ours and wait for it: for one-off steps that need
+ * more stack than a host thread may have (the capture path uses <= 4 KiB of the caller's).
+ * -1 when no thread could be started (fn did not run). */
+int kcap_run_on_own_stack(void (*fn)(void *), void *arg);
+
+#endif

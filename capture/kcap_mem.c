@@ -208,6 +208,10 @@ void kcap_dev_meta(kcap_devctx *dc, kcap_meta *m)
     const kcap_cu *cu = dc->cu;
     CUdevice dev;
     if (cu->cuCtxGetDevice(&dev) == CUDA_SUCCESS) {
+        /* no rank variable (SGLang passes tp_rank as an argument, not in the environment):
+           the ordinal of the device the call ran on names the worker */
+        if (m->rank < 0)
+            m->rank = (int)dev;
         if (cu->cuDeviceGetName(m->device_name, (int)sizeof m->device_name, dev) != CUDA_SUCCESS)
             m->device_name[0] = '\0';
         cu->cuDeviceGetAttribute(&m->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);

@@ -17,6 +17,9 @@ $C --mode eager -n 4 --seed 1 --dump "$T/eref" || fail "eager without preload"
 with_kcap KCAP_DIR="$T/e" -- $C --mode eager -n 4 --seed 1 --dump "$T/ecap" 2>"$T/e.err" || { cat "$T/e.err"; fail "eager under libkcap"; }
 same_outputs "$T/eref" "$T/ecap" && ok "eager: outputs identical with preload" || fail "eager outputs differ"
 "$SNAPCMP" --all --expect 4 "$T/e" "$T/ecap" && ok "eager zero-stall: 4 snapshots match" || { cat "$T/e.err"; fail "eager snapcmp"; }
+# no rank variable: the device ordinal names the worker (file name and metadata)
+[ "$(find "$T/e" -name '*-r0-p*.h5' | wc -l)" = 4 ] && ok "rank from the CUDA device ordinal (-r0-)" ||
+    { ls "$T/e"; fail "rank from the device ordinal"; }
 with_kcap KCAP_DIR="$T/es" KCAP_GPU_MODE=sync -- $C --mode eager -n 4 --seed 1 --dump "$T/esync" 2>"$T/es.err" || fail "eager sync"
 "$SNAPCMP" --all --expect 4 "$T/es" "$T/esync" && ok "eager synchronous path: 4 snapshots match" || { cat "$T/es.err"; fail "sync snapcmp"; }
 

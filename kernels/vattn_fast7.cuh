@@ -1,8 +1,8 @@
 /*
  * vattn_fast7.cuh — v7, the fast verify-attention kernel for requests with more than 32
- * (token, head) rows. Included by verify_attn.cu inside its anonymous namespace (it uses that
- * file's helpers: ldmatrix / mma / cp.async wrappers, request and split ranges, slot ring,
- * the P V / rescale / epilogue helpers shared with v3).
+ * (token, head) rows (v3, vattn_fast3.cuh, takes <= 32). Uses vattn_common.cuh's helpers:
+ * ldmatrix / mma / cp.async wrappers, request and split ranges, slot ring, the P V / rescale /
+ * epilogue steps shared with v3.
  *
  * Layout: 64 rows per block in two groups of 32 (group 0 = warps 0-3, group 1 = warps 4-7, so
  * each scheduler holds one warp of each); 32-key KV tiles in 2 cp.async stages. Per group:
@@ -32,6 +32,13 @@
  * dropped: strictly alternating the groups' S phases (FlashAttention-3's ping-pong, two more
  * named barriers) and a reduction-free softmax fast path, both within noise.
  */
+
+#ifndef VATTN_FAST7_CUH
+#define VATTN_FAST7_CUH
+
+#include "vattn_common.cuh"
+
+namespace {
 
 constexpr int BM7 = 64;
 constexpr int KSTEPS7 = DV / 16 / 2;       /* 16 k16 steps of the 512 latent columns per k-half */
@@ -456,3 +463,7 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
     vattn_fast_epilogue<FP16, 2, 16>(p, sm.m, sm.l, sm.bad != 0, oacc, BM7, grp * 32, w4 * 128, mc, sp, b, lane,
                                      w4 == 0 ? grp * 32 + lane : -1);
 }
+
+} /* namespace */
+
+#endif /* VATTN_FAST7_CUH */

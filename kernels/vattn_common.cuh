@@ -188,21 +188,63 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int sr
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n"); }
 
-/* Slot of key `key` of the request for the slot ring: -1 (zero-fill) past the split's end
- * or for a slot outside the pool (which also raises sm.bad: the request becomes NaN). The
- * ring is filled two tiles ahead by warp 0 so no cp.async waits on a kv_indices load. */
-template <class Smem>
-__device__ __forceinline__ int64_t vattn_ring_slot(const VattnParams &p, Smem &sm, int64_t start,
-                                                   int64_t key, int64_t key_end)
+/* Draft keys of request b that no query with a row in block row chunk mc (bm rows) sees:
+ * hidden[d] = 1 for draft key d (warp 0 writes all VATTN_MAX_Q_LEN entries, 0 when the block's
+ * split holds no draft key). The slot ring drops them (vattn_checked_slot): their rows are
+ * zero-filled, never read. Why: such a key has P = 0 in every row of the block, but mma.sync
+ * computes 0 * V, so an Inf / NaN V row (a draft slot the caller never wrote) would turn the
+ * outputs into NaN where the reference skips the key. For finite V it changes no bit (O gains
+ * +0 either way, and the key's S is masked to -inf whatever K holds). Queries of one block
+ * that differ in what they see still share the tile: a key seen by one query of the block is
+ * loaded for all. A byte per key, not a bit mask: one LDS.U8 in the ring, no 64-bit shifts
+ * (v7 runs at the register limit). */
+__device__ __forceinline__ void vattn_hidden_drafts(const VattnParams &p, uint8_t *hidden, int b, int mc, int bm,
+                                                    bool has_draft, int lane)
+{
+    bool seen0 = false, seen1 = false; /* draft keys lane, lane + 32 seen by a query of the block */
+    if (has_draft) { /* uniform over the warp */
+        const int r0 = mc * bm, r1 = min(p.M, r0 + bm) - 1;
+        /* no early exit: the visibility loads of several queries are in flight together (this
+         * runs in the block's prologue, on the path to the first tile) */
+#pragma unroll 4
+        for (int i = r0 / p.H; i <= r1 / p.H; i++) {
+            seen0 |= lane < p.q_len && vattn_visible(p, b, i, lane);
+            seen1 |= lane + 32 < p.q_len && vattn_visible(p, b, i, lane + 32);
+        }
+    }
+    hidden[lane] = has_draft && lane < p.q_len && !seen0;
+    hidden[lane + 32] = has_draft && lane + 32 < p.q_len && !seen1;
+}
+
+/* Slot of a raw kv_indices entry v for the slot ring, key `key` counted from the same origin
+ * as key_end and prefix: -1 (zero-fill) past the split's end, for a slot outside the pool
+ * (which also raises sm.bad: the request becomes NaN; checked first, so a bad slot is found
+ * even when hidden) and for a draft key in sm.hidden (vattn_hidden_drafts). */
+template <class Smem, class I>
+__device__ __forceinline__ int64_t vattn_checked_slot(const VattnParams &p, Smem &sm, int64_t v, I key,
+                                                      I key_end, I prefix)
 {
     if (key >= key_end)
         return -1;
-    const int64_t slot = vattn_slot(p, start + key);
-    if (slot < 0 || slot >= p.num_slots) {
+    if (v < 0 || v >= p.num_slots) {
         sm.bad = 1;
         return -1;
     }
-    return slot;
+    const I d = key - prefix; /* < q_len <= 64: key < key_end <= prefix + q_len */
+    if (d >= 0 && sm.hidden[d])
+        return -1;
+    return v;
+}
+
+/* Slot of key `key` of the request for the slot ring (vattn_checked_slot). The ring is filled
+ * two tiles ahead by warp 0 so no cp.async waits on a kv_indices load. */
+template <class Smem>
+__device__ __forceinline__ int64_t vattn_ring_slot(const VattnParams &p, Smem &sm, int64_t start,
+                                                   int64_t key, int64_t key_end, int64_t prefix)
+{
+    if (key >= key_end)
+        return -1;
+    return vattn_checked_slot(p, sm, vattn_slot(p, start + key), key, key_end, prefix);
 }
 
 /* O[MT m-tiles from row0][NT n8 tiles] *= alpha of each row (alpha: smem, one per block row). */

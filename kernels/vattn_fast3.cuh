@@ -30,6 +30,7 @@ struct FastSmem {
     float m[BM], l[BM], alpha[BM]; /* online-softmax state (m in log2 units) */
     int64_t slots[4][BN];          /* slot ring: tile t's rows in slots[t & 3], -1 = zero-fill */
     int bad;
+    uint8_t hidden[VATTN_MAX_Q_LEN]; /* draft keys no row of the block sees (vattn_hidden_drafts) */
 };
 
 /* Issues the cp.async copies of KV tile `tile` into `stage` from the slot ring; rows without
@@ -67,13 +68,15 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast_kernel(VattnParams p)
     }
     if (tid == 0)
         sm.bad = !ok;
+    if (warp == 0)
+        vattn_hidden_drafts(p, sm.hidden, b, mc, BM, ntiles > 0 && key_end > prefix, lane);
     __syncthreads();
     /* slot ring prologue: tiles 0 and 1 into smem, tile 2 in a register (warp 0) */
     int64_t pref = -1;
     if (warp == 0) {
-        sm.slots[0][lane] = vattn_ring_slot(p, sm, start, key_begin + lane, key_end);
-        sm.slots[1][lane] = vattn_ring_slot(p, sm, start, key_begin + BN + lane, key_end);
-        pref = vattn_ring_slot(p, sm, start, key_begin + 2 * BN + lane, key_end);
+        sm.slots[0][lane] = vattn_ring_slot(p, sm, start, key_begin + lane, key_end, prefix);
+        sm.slots[1][lane] = vattn_ring_slot(p, sm, start, key_begin + BN + lane, key_end, prefix);
+        pref = vattn_ring_slot(p, sm, start, key_begin + 2 * BN + lane, key_end, prefix);
     }
     __syncthreads();
     if (ntiles > 0) {
@@ -136,7 +139,7 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast_kernel(VattnParams p)
                 for (int ln = 0; ln < QK * 2 / 128 + 1; ln++)
                     asm volatile("prefetch.global.L2 [%0];\n" ::"l"(row + min(ln * 128, QK * 2 - 1)));
             }
-            pref = vattn_ring_slot(p, sm, start, key_begin + (int64_t)(j + 3) * BN + lane, key_end);
+            pref = vattn_ring_slot(p, sm, start, key_begin + (int64_t)(j + 3) * BN + lane, key_end, prefix);
         }
 
         /* S partial = Q[:, kq-quarter] . K[nh-half keys, kq-quarter]^T */
@@ -206,6 +209,9 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast_kernel(VattnParams p)
             psum += __shfl_xor_sync(0xffffffffu, psum, 4);
             *reinterpret_cast<uint2 *>(&sm.p[srow][skey]) =
                 make_uint2(vattn_pack2<FP16>(pv[0], pv[1]), vattn_pack2<FP16>(pv[2], pv[3]));
+            /* the 8 lanes of the row have read sm.m[srow] (m_old) before lane 0 replaces it:
+             * __shfl_xor_sync orders execution, not shared memory (racecheck's WAR hazard) */
+            __syncwarp();
             if ((tid & 7) == 0) {
                 const float alpha = exp2f(m_old - m_use);
                 sm.alpha[srow] = alpha;

@@ -52,23 +52,38 @@ struct FastPlan {
 
 /* Kernel variant for these sizes: v7 (64 rows per block) once a request has more than 32
  * (token, head) rows, v3 below that (a 64-row block would be mostly padding).
- * VATTN_VARIANT=3|7 (dev knob, read per call, like VATTN_FORCE_NSPLIT) forces one. */
+ * Dev build only: VATTN_VARIANT=3|7 (read per call, like VATTN_FORCE_NSPLIT) forces one. */
 int vattn_variant(const vattn_args *a)
 {
+#ifdef VATTN_DEV
     const char *force = getenv("VATTN_VARIANT");
     if (force && (atoi(force) == 3 || atoi(force) == 7))
         return atoi(force);
+#endif
     return a->q_len * a->num_heads > BM ? 7 : 3;
 }
+
+/* SMs of the current device, asked once per device (an attribute query per call is host
+ * latency on every verify step). Devices past VATTN_SM_CACHE are asked every time. A racing
+ * first call per device writes the same value twice: benign. */
+constexpr int VATTN_SM_CACHE = 64;
+int g_sm_count[VATTN_SM_CACHE];
 
 int vattn_sm_count(void)
 {
     int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n < 1) {
+    if (cudaGetDevice(&dev) != cudaSuccess) {
         cudaGetLastError(); /* do not leave a sticky-looking error for the caller */
         return 1;
     }
+    if (dev >= 0 && dev < VATTN_SM_CACHE && (n = __atomic_load_n(&g_sm_count[dev], __ATOMIC_RELAXED)) > 0)
+        return n;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n < 1) {
+        cudaGetLastError();
+        return 1;
+    }
+    if (dev >= 0 && dev < VATTN_SM_CACHE)
+        __atomic_store_n(&g_sm_count[dev], n, __ATOMIC_RELAXED);
     return n;
 }
 
@@ -90,9 +105,11 @@ FastPlan vattn_plan(const vattn_args *a, int sms)
     /* one block per SM (90-99 KB smem, 256 threads of 230+ regs): fill one wave */
     int64_t blocks = (int64_t)a->bs * pl.mchunks;
     int64_t ns = blocks >= sms ? 1 : sms / blocks;
+#ifdef VATTN_DEV
     const char *force = getenv("VATTN_FORCE_NSPLIT"); /* dev harness knob, not ABI */
     if (force && atoi(force) > 0)
         ns = atoi(force);
+#endif
     if (ns > tiles)
         ns = tiles;
     if (ns > COMBINE_MAX_SPLITS)

@@ -6,7 +6,10 @@
  * random slot permutation through a pool larger than needed), poisons the outputs with NaN
  * bit patterns, runs the library and compares with a naive per-query softmax in double over
  * the explicit list of visible keys. Input gaps and unused pool rows hold NaN, so a read of
- * anything the call does not own poisons the result; output gaps must stay poisoned.
+ * anything the call does not own poisons the result; output gaps must stay poisoned, and the
+ * guard regions around o and lse untouched. Data random values miss (tcase.special): Q = 0
+ * (each output row the float64 mean of its visible V rows, vattn_check_mean), a draft key
+ * hidden from every query whose cache row is NaN/Inf (outputs finite, equal to the reference).
  * Then the argument-validation table: each bad argument must give its exact status code and
  * leave the outputs untouched. Finally the perturbed test build must differ in exactly its one
  * documented element. One line per case; exit 1 on any failure.
@@ -65,28 +68,45 @@ typedef struct tcase {
     int o_gap_h, o_gap_t;
     int no_lse;
     float sm_scale;
+    int special; /* SP_* */
 } tcase;
 
+/* SP_ZERO_Q: Q = 0 and the rope columns of K = 0 (V is K's first 512 columns: K itself cannot
+ * be 0). SP_MASKED_NANV: per request one draft key with its visibility column cleared and its
+ * whole cache row NaN / +Inf / -Inf. */
+enum { SP_NONE, SP_ZERO_Q, SP_MASKED_NANV };
+
+#define GUARD_BYTES 256
+#define GUARD_BYTE 0xA5
+
 static const tcase cases[] = {
-    {"tiny", 1, 1, 1, 0, 1, VIS_CAUSAL_NULL, 0, 0, 0, 0, 576, 0, 0, 0, 0.0625f},
-    {"ragged-causal", 3, 4, 8, 37, 1, VIS_CAUSAL_NULL, 1, 0, 0, 0, 576, 0, 0, 0, 0.0625f},
-    {"tree-q16", 2, 16, 16, 100, 0, VIS_TREE, 0, 0, 0, 0, 576, 0, 0, 0, 0.1f},
-    {"random-vis-empty-rows", 4, 7, 32, 20, 1, VIS_RANDOM, 1, 0, 0, 0, 576, 0, 0, 0, 0.0625f},
-    {"h128-strided", 2, 16, 128, 40, 0, VIS_CAUSAL_EXPLICIT, 0, 0, 8, 24, 656, 16, 40, 0, 0.0625f},
-    {"fp16-tree-strided", 5, 2, 3, 30, 1, VIS_TREE, 0, 1, 64, 8, 1152, 8, 0, 0, 0.2f},
-    {"fp16-q16-h64-nolse", 1, 16, 64, 300, 0, VIS_CAUSAL_NULL, 1, 1, 0, 0, 576, 0, 0, 1, 0.0625f},
-    {"bs8-q1-ragged", 8, 1, 16, 200, 1, VIS_CAUSAL_NULL, 1, 0, 0, 0, 584, 0, 0, 0, 0.0625f},
-    {"prefix0-empty-rows-fp16", 2, 3, 128, 0, 1, VIS_RANDOM, 0, 1, 0, 0, 576, 0, 8, 0, 0.0625f},
-    {"full-vis", 3, 8, 5, 17, 0, VIS_FULL, 1, 0, 0, 16, 576, 0, 0, 0, 0.0625f},
-    {"q64-max", 1, 64, 2, 10, 0, VIS_TREE, 1, 0, 0, 0, 576, 0, 0, 0, 0.0625f},
-    {"peaked-scale", 2, 4, 16, 64, 0, VIS_CAUSAL_NULL, 0, 0, 0, 0, 576, 0, 0, 0, 0.8f},
-    {"peaked-fp16", 2, 4, 16, 64, 1, VIS_TREE, 1, 1, 0, 0, 576, 0, 0, 0, 0.8f},
-    {"h1-q16-long", 1, 16, 1, 700, 0, VIS_RANDOM, 0, 0, 0, 0, 576, 0, 0, 0, 0.0625f},
+    {"tiny", 1, 1, 1, 0, 1, VIS_CAUSAL_NULL, 0, 0, 0, 0, 576, 0, 0, 0, 0.0625f, SP_NONE},
+    {"ragged-causal", 3, 4, 8, 37, 1, VIS_CAUSAL_NULL, 1, 0, 0, 0, 576, 0, 0, 0, 0.0625f, SP_NONE},
+    {"tree-q16", 2, 16, 16, 100, 0, VIS_TREE, 0, 0, 0, 0, 576, 0, 0, 0, 0.1f, SP_NONE},
+    {"random-vis-empty-rows", 4, 7, 32, 20, 1, VIS_RANDOM, 1, 0, 0, 0, 576, 0, 0, 0, 0.0625f, SP_NONE},
+    {"h128-strided", 2, 16, 128, 40, 0, VIS_CAUSAL_EXPLICIT, 0, 0, 8, 24, 656, 16, 40, 0, 0.0625f, SP_NONE},
+    {"fp16-tree-strided", 5, 2, 3, 30, 1, VIS_TREE, 0, 1, 64, 8, 1152, 8, 0, 0, 0.2f, SP_NONE},
+    {"fp16-q16-h64-nolse", 1, 16, 64, 300, 0, VIS_CAUSAL_NULL, 1, 1, 0, 0, 576, 0, 0, 1, 0.0625f, SP_NONE},
+    {"bs8-q1-ragged", 8, 1, 16, 200, 1, VIS_CAUSAL_NULL, 1, 0, 0, 0, 584, 0, 0, 0, 0.0625f, SP_NONE},
+    {"prefix0-empty-rows-fp16", 2, 3, 128, 0, 1, VIS_RANDOM, 0, 1, 0, 0, 576, 0, 8, 0, 0.0625f, SP_NONE},
+    {"full-vis", 3, 8, 5, 17, 0, VIS_FULL, 1, 0, 0, 16, 576, 0, 0, 0, 0.0625f, SP_NONE},
+    {"q64-max", 1, 64, 2, 10, 0, VIS_TREE, 1, 0, 0, 0, 576, 0, 0, 0, 0.0625f, SP_NONE},
+    {"peaked-scale", 2, 4, 16, 64, 0, VIS_CAUSAL_NULL, 0, 0, 0, 0, 576, 0, 0, 0, 0.8f, SP_NONE},
+    {"peaked-fp16", 2, 4, 16, 64, 1, VIS_TREE, 1, 1, 0, 0, 576, 0, 0, 0, 0.8f, SP_NONE},
+    {"h1-q16-long", 1, 16, 1, 700, 0, VIS_RANDOM, 0, 0, 0, 0, 576, 0, 0, 0, 0.0625f, SP_NONE},
+    {"zeroq-tree", 3, 4, 8, 300, 1, VIS_TREE, 1, 0, 0, 0, 576, 0, 0, 0, 0.0625f, SP_ZERO_Q},
+    {"zeroq-causal-fp16", 2, 2, 16, 500, 0, VIS_CAUSAL_NULL, 0, 1, 0, 0, 576, 0, 8, 0, 0.0625f, SP_ZERO_Q},
+    {"nanv-tree", 3, 4, 8, 100, 1, VIS_TREE, 1, 0, 0, 0, 576, 0, 0, 0, 0.0625f, SP_MASKED_NANV},
+    {"nanv-random-fp16", 2, 8, 4, 60, 0, VIS_RANDOM, 0, 1, 0, 0, 584, 0, 0, 0, 0.0625f, SP_MASKED_NANV},
+    {"nanv-q1", 3, 1, 16, 40, 1, VIS_CAUSAL_EXPLICIT, 0, 0, 0, 0, 576, 0, 0, 0, 0.0625f, SP_MASKED_NANV},
+    {"prefix0-h16-q8", 3, 8, 16, 0, 1, VIS_TREE, 0, 0, 0, 0, 576, 0, 0, 0, 0.0625f, SP_NONE},
+    {"onekey-h16-q1", 4, 1, 16, 0, 1, VIS_CAUSAL_NULL, 1, 0, 0, 0, 576, 0, 0, 0, 0.0625f, SP_NONE},
 };
 
 typedef struct built {
     vattn_args a;
     uint16_t *q, *kv, *o;
+    unsigned char *o_alloc, *lse_alloc; /* o / lse with GUARD_BYTES of GUARD_BYTE each side */
     int32_t *indptr;
     void *indices;
     uint8_t *vis;
@@ -188,11 +208,18 @@ static void build(const tcase *c, built *B)
                 m[(ql - 1) * ql + j] = 0; /* guarantee one empty row per request */
     }
     a->visibility = c->vis == VIS_CAUSAL_NULL ? NULL : B->vis;
+    /* the reference below reads B->vis: a hidden key is cleared there too */
+    vattn_special_data(a, B->indptr, B->indices, B->vis, B->q, B->kv, c->special == SP_ZERO_Q,
+                       c->special == SP_MASKED_NANV);
 
     B->o_elems = (size_t)T * a->o_stride_t;
-    B->o = malloc(B->o_elems * 2);
     B->lse_elems = (size_t)T * H;
-    B->lse = malloc(B->lse_elems * 4);
+    B->o_alloc = malloc(B->o_elems * 2 + 2 * GUARD_BYTES);
+    B->lse_alloc = malloc(B->lse_elems * 4 + 2 * GUARD_BYTES);
+    memset(B->o_alloc, GUARD_BYTE, B->o_elems * 2 + 2 * GUARD_BYTES);
+    memset(B->lse_alloc, GUARD_BYTE, B->lse_elems * 4 + 2 * GUARD_BYTES);
+    B->o = (uint16_t *)(B->o_alloc + GUARD_BYTES);
+    B->lse = (float *)(B->lse_alloc + GUARD_BYTES);
     a->q = B->q;
     a->kv_cache = B->kv;
     a->kv_indptr = B->indptr;
@@ -207,12 +234,24 @@ static void unbuild(built *B)
 {
     free(B->q);
     free(B->kv);
-    free(B->o);
+    free(B->o_alloc);
     free(B->indptr);
     free(B->indices);
     free(B->vis);
-    free(B->lse);
+    free(B->lse_alloc);
     free(B->ws);
+}
+
+/* 1 when the four guard regions around o and lse still hold GUARD_BYTE */
+static int guards_ok(const built *B)
+{
+    const unsigned char *g[4] = {B->o_alloc, B->o_alloc + GUARD_BYTES + B->o_elems * 2, B->lse_alloc,
+                                 B->lse_alloc + GUARD_BYTES + B->lse_elems * 4};
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < GUARD_BYTES; i++)
+            if (g[k][i] != GUARD_BYTE)
+                return 0;
+    return 1;
 }
 
 static void poison(built *B)
@@ -398,12 +437,24 @@ static void run_case(const tcase *c, uint64_t seed)
     char name[96];
     snprintf(name, sizeof name, "%s[bs%d q%d H%d %s %s %s]", c->name, c->bs, c->q_len, c->H,
              vis_name[c->vis], c->idx64 ? "i64" : "i32", c->fp16 ? "fp16" : "bf16");
+    vattn_meanres M;
     if (rc != VATTN_OK) {
         printf("FAIL %s: vattn_verify returned %d (%s)\n", name, rc, vattn_status_string(rc));
         g_fail++;
     } else if (!compare(name, &B, ref_o, ref_lse)) {
         g_fail++;
+    } else if (!guards_ok(&B)) {
+        printf("FAIL %s: a guard region around o or lse was written\n", name);
+        g_fail++;
+    } else if (c->special == SP_ZERO_Q &&
+               !vattn_check_mean(&B.a, B.indptr, B.indices, B.a.visibility, B.kv, B.o, B.a.lse, &M)) {
+        printf("FAIL %s: Q = 0 mean check: %s\n", name, M.why);
+        g_fail++;
     } else {
+        if (c->special == SP_ZERO_Q)
+            printf("PASS %s: Q = 0: o = mean of the visible V rows, worst %.2e (%.2f of its tolerance) at (req %d, "
+                   "tok %d, head %d, ch %d), lse err %.1e\n",
+                   name, M.worst, M.worst_ratio, M.wb, M.wt, M.wh, M.wc, M.lse_err);
         /* determinism: a second run must be bitwise identical */
         uint16_t *o1 = malloc(B.o_elems * 2);
         memcpy(o1, B.o, B.o_elems * 2);
@@ -531,7 +582,7 @@ static const vcase vcases[] = {
 static void run_validation(int idx64)
 {
     /* bs 3, q_len 4, H 4, prefixes >= 4 so indices [3] and [5] exist in request 0 */
-    static const tcase base = {"validation", 3, 4, 4, 9, 0, VIS_TREE, 0, 0, 0, 0, 576, 0, 0, 0, 0.0625f};
+    static const tcase base = {"validation", 3, 4, 4, 9, 0, VIS_TREE, 0, 0, 0, 0, 576, 0, 0, 0, 0.0625f, SP_NONE};
     for (size_t k = 0; k < sizeof vcases / sizeof vcases[0]; k++) {
         tcase c = base;
         c.idx64 = idx64;

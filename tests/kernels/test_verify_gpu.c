@@ -143,7 +143,8 @@ static void graph_replay(const vlib *L, const hcall *B, dcall *D, const uint16_t
     }
     CK(cudaGraphInstantiate(&ge, g, 0));
     for (int k = 0; k < 2 && !why[0]; k++) {
-        dcall_poison(B, D); /* synchronous copies on the legacy stream, before the launch */
+        dcall_poison(B, D);
+        CK(cudaDeviceSynchronize()); /* the poison (legacy stream, async memset) lands first */
         CK(cudaGraphLaunch(ge, st));
         sync_or_die(st);
         fetch_out(B, D, o, lse);

@@ -33,7 +33,7 @@ $(VATTN_CPU_PERTURBED): $(OBJ)/kernels/verify_attn_cpu_perturbed.o $(OBJ)/kernel
 # build/ and build-asan/ each use their own copy.
 VATTN_TEST_RPATH := -Wl,-rpath,'$$ORIGIN/../lib'
 
-$(TBIN)/test_verify_cpu: tests/kernels/test_verify_cpu.c tests/kernels/vattn_test_util.h $(VATTN_CPU_LIB) | $(VATTN_CPU_PERTURBED)
+$(TBIN)/test_verify_cpu: tests/kernels/test_verify_cpu.c tests/kernels/vattn_cpu_checks.h tests/kernels/vattn_test_util.h $(VATTN_CPU_LIB) | $(VATTN_CPU_PERTURBED)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(LIB) -lverify_attn_cpu $(VATTN_TEST_RPATH) -ldl -lm
 

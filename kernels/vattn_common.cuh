@@ -193,8 +193,9 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
  * split holds no draft key). The slot ring drops them (vattn_checked_slot): their rows are
  * zero-filled, never read. Why: such a key has P = 0 in every row of the block, but mma.sync
  * computes 0 * V, so an Inf / NaN V row (a draft slot the caller never wrote) would turn the
- * outputs into NaN where the reference skips the key. For finite V it changes no bit (O gains
- * +0 either way, and the key's S is masked to -inf whatever K holds). Queries of one block
+ * outputs into NaN where the reference skips the key. For finite V it changes nothing but
+ * possibly the sign of an exact zero (O gains 0 * 0 instead of 0 * V; the key's S is masked to
+ * -inf in every row of the block whatever K holds). Queries of one block
  * that differ in what they see still share the tile: a key seen by one query of the block is
  * loaded for all. A byte per key, not a bit mask: one LDS.U8 in the ring, no 64-bit shifts
  * (v7 runs at the register limit). */

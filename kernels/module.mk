@@ -4,6 +4,8 @@
 #   build/lib/libverify_attn_cpu.so               host reference library (C only)
 #   build/tests/libverify_attn_cpu_perturbed.so   the same with one documented output shifted
 #   build/lib/libverify_attn.so                   CUDA library (scripts/build_nvcc.sh)
+#   build/tests/libverify_attn_dev.so             the same built with -DVATTN_DEV: reads the
+#                                                 VATTN_VARIANT / VATTN_FORCE_NSPLIT knobs
 #   build/tests/test_verify_cpu                   CPU test (TESTS, ASAN_TESTS)
 #   build/tests/test_verify_gpu, build/tests/vattn_dev   GPU test and dev harness (GPU_TESTS)
 
@@ -31,7 +33,7 @@ $(VATTN_CPU_PERTURBED): $(OBJ)/kernels/verify_attn_cpu_perturbed.o $(OBJ)/kernel
 # build/ and build-asan/ each use their own copy.
 VATTN_TEST_RPATH := -Wl,-rpath,'$$ORIGIN/../lib'
 
-$(TBIN)/test_verify_cpu: tests/kernels/test_verify_cpu.c tests/kernels/vattn_test_util.h $(VATTN_CPU_LIB) | $(VATTN_CPU_PERTURBED)
+$(TBIN)/test_verify_cpu: tests/kernels/test_verify_cpu.c tests/kernels/vattn_cpu_checks.h tests/kernels/vattn_test_util.h $(VATTN_CPU_LIB) | $(VATTN_CPU_PERTURBED)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(LIB) -lverify_attn_cpu $(VATTN_TEST_RPATH) -ldl -lm
 
@@ -40,17 +42,27 @@ TESTS += $(TBIN)/test_verify_cpu
 ASAN_TESTS += $(TBIN)/test_verify_cpu
 
 # ---- CUDA: library, GPU test, dev harness / bench driver (scripts/build_nvcc.sh) ----
-VATTN_CUDA_DEPS := kernels/verify_attn.cu kernels/vattn_fast7.cuh kernels/vattn_check.c kernels/vattn_check.h \
+# One translation unit: verify_attn.cu (host side) includes the kernel headers kernels/*.cuh.
+VATTN_CUDA_DEPS := kernels/verify_attn.cu $(wildcard kernels/*.cuh) kernels/vattn_check.c kernels/vattn_check.h \
                    kernels/verify_attn.h kernels/verify_attn.map scripts/build_nvcc.sh
+VATTN_CUDA_DEV_LIB := $(TBIN)/libverify_attn_dev.so
 $(VATTN_CUDA_LIB): $(VATTN_CUDA_DEPS)
 	bash scripts/build_nvcc.sh lib $@ $(OBJ)/kernels/cuda kernels/verify_attn.cu kernels/vattn_check.c
 
+# Dev build for the dev harness and the GPU test's forced-variant runs (the production library
+# reads no environment); same kernels, only the host plan differs. Built as an order-only
+# prerequisite of those two (not in ALL_TARGETS: the top Makefile drops CUDA-only targets by
+# name when there is no toolkit, and the two programs are on that list).
+$(VATTN_CUDA_DEV_LIB): $(VATTN_CUDA_DEPS)
+	VATTN_NVCC_FLAGS="$(VATTN_NVCC_FLAGS) -DVATTN_DEV" bash scripts/build_nvcc.sh lib $@ $(OBJ)/kernels/cuda-dev \
+	    kernels/verify_attn.cu kernels/vattn_check.c
+
 # The GPU test is C: it dlopens both libraries (same symbol names) and links cudart statically.
-$(TBIN)/test_verify_gpu: tests/kernels/test_verify_gpu.c tests/kernels/vattn_gpu_common.h tests/kernels/vattn_test_util.h kernels/verify_attn.h
+$(TBIN)/test_verify_gpu: tests/kernels/test_verify_gpu.c tests/kernels/vattn_gpu_common.h tests/kernels/vattn_test_util.h kernels/verify_attn.h | $(VATTN_CUDA_DEV_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests/kernels $< -o $@ $(LDFLAGS) $(CUDA_HOME)/lib64/libcudart_static.a -ldl -lrt -lm
 
-$(TBIN)/vattn_dev: tests/kernels/vattn_dev.cu kernels/verify_attn.h scripts/build_nvcc.sh
+$(TBIN)/vattn_dev: tests/kernels/vattn_dev.cu tests/kernels/vattn_dev_serving.cuh kernels/verify_attn.h scripts/build_nvcc.sh | $(VATTN_CUDA_DEV_LIB)
 	bash scripts/build_nvcc.sh prog $@ $(OBJ)/tests/kernels tests/kernels/vattn_dev.cu
 
 ALL_TARGETS += $(VATTN_CUDA_LIB) $(TBIN)/test_verify_gpu $(TBIN)/vattn_dev

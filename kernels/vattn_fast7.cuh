@@ -1,8 +1,8 @@
 /*
  * vattn_fast7.cuh — v7, the fast verify-attention kernel for requests with more than 32
- * (token, head) rows. Included by verify_attn.cu inside its anonymous namespace (it uses that
- * file's helpers: ldmatrix / mma / cp.async wrappers, request and split ranges, slot ring,
- * the P V / rescale / epilogue helpers shared with v3).
+ * (token, head) rows (v3, vattn_fast3.cuh, takes <= 32). Uses vattn_common.cuh's helpers:
+ * ldmatrix / mma / cp.async wrappers, request and split ranges, slot ring, the P V / rescale /
+ * epilogue steps shared with v3.
  *
  * Layout: 64 rows per block in two groups of 32 (group 0 = warps 0-3, group 1 = warps 4-7, so
  * each scheduler holds one warp of each); 32-key KV tiles in 2 cp.async stages. Per group:
@@ -32,6 +32,13 @@
  * dropped: strictly alternating the groups' S phases (FlashAttention-3's ping-pong, two more
  * named barriers) and a reduction-free softmax fast path, both within noise.
  */
+
+#ifndef VATTN_FAST7_CUH
+#define VATTN_FAST7_CUH
+
+#include "vattn_common.cuh"
+
+namespace {
 
 constexpr int BM7 = 64;
 constexpr int KSTEPS7 = DV / 16 / 2;       /* 16 k16 steps of the 512 latent columns per k-half */
@@ -70,20 +77,15 @@ template <class Smem> __device__ __forceinline__ uint16_t *vattn_p7(Smem &sm, in
     return reinterpret_cast<uint16_t *>(&sm.red[row][0]) + 8 * ((row >> 2) & 1) + col;
 }
 
-/* Slot of key `lane` of a tile from its landed raw index: -1 past key_end or outside the pool
- * (which also marks the request bad). */
+/* Slot of key `lane` of a tile from its landed raw index (vattn_checked_slot: -1 past key_end,
+ * outside the pool (which also marks the request bad) or a hidden draft key); key, key_end and
+ * prefix relative to the split's first key. */
 template <class Smem>
-__device__ __forceinline__ int64_t vattn_idx_slot(const VattnParams &p, Smem &sm, int buf, int64_t key,
-                                                  int64_t key_end, int lane)
+__device__ __forceinline__ int64_t vattn_idx_slot(const VattnParams &p, Smem &sm, int buf, int key, int key_end,
+                                                  int prefix, int lane)
 {
     int64_t v = p.idx64 ? sm.idx[buf][lane] : (int64_t)(int32_t)sm.idx[buf][lane];
-    if (key >= key_end)
-        return -1;
-    if (v < 0 || v >= p.num_slots) {
-        sm.bad = 1;
-        return -1;
-    }
-    return v;
+    return vattn_checked_slot(p, sm, v, key, key_end, prefix);
 }
 
 __device__ __forceinline__ void vattn_prefetch_row_l2(const VattnParams &p, int64_t slot)
@@ -126,6 +128,7 @@ struct FastSmem7 {
     uint64_t full[2];             /* stage landed: 128 asynchronous arrivals (group 1's copies) */
     uint64_t empty[2];            /* group 0 done with the stage: 128 arrivals */
     int bad;
+    uint8_t hidden[VATTN_MAX_Q_LEN]; /* draft keys no row of the block sees (vattn_hidden_drafts) */
 };
 
 /* Named barriers (0 = __syncthreads), all of 128 threads (one group) except the pair's 64 */
@@ -256,10 +259,12 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
                                                  (r % p.H) * p.q_sh + DV + col);
         *reinterpret_cast<uint4 *>(&sm.qr[row][col]) = v;
     }
+    if (warp == 0)
+        vattn_hidden_drafts(p, sm.hidden, b, mc, BM7, ntiles > 0 && key_end > prefix, lane);
     __syncthreads();
     if (warp == 0) {
-        sm.slots[0][lane] = vattn_ring_slot(p, sm, start, key_begin + lane, key_end);
-        sm.slots[1][lane] = vattn_ring_slot(p, sm, start, key_begin + BN + lane, key_end);
+        sm.slots[0][lane] = vattn_ring_slot(p, sm, start, key_begin + lane, key_end, prefix);
+        sm.slots[1][lane] = vattn_ring_slot(p, sm, start, key_begin + BN + lane, key_end, prefix);
         vattn_idx_async(p, sm, 2, start, key_begin, 2, key_end, lane);
         cp_async_commit();
     }
@@ -310,7 +315,7 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
                  * indices are requested */
                 cp_async_wait_all();
                 const int64_t s2 =
-                    vattn_idx_slot(p, sm, (j + 2) % IDX_RING, lane + (int64_t)(j + 2) * BN, rel_end, lane);
+                    vattn_idx_slot(p, sm, (j + 2) % IDX_RING, lane + (j + 2) * BN, rel_end, rel_pre, lane);
                 sm.slots[(j + 2) & 3][lane] = s2;
                 vattn_prefetch_row_l2(p, s2);
                 vattn_idx_async(p, sm, (j + 3) % IDX_RING, sm.ibase, 0, j + 3, rel_end, lane);
@@ -456,3 +461,7 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
     vattn_fast_epilogue<FP16, 2, 16>(p, sm.m, sm.l, sm.bad != 0, oacc, BM7, grp * 32, w4 * 128, mc, sp, b, lane,
                                      w4 == 0 ? grp * 32 + lane : -1);
 }
+
+} /* namespace */
+
+#endif /* VATTN_FAST7_CUH */

@@ -3,7 +3,8 @@
 # vattn_dev --bench measures the two ceilings (D2D copy kernel, mma.sync bf16 kernel) and times
 # the fast and reference kernels per config; bench_gpu_torch.py times the PyTorch gather+bmm
 # implementation on the same shapes and prints the table (docs/PERF.md (Kernels) records it).
-# Exit 77 (skip) without a GPU.
+# Then issue 16's serving set: vattn_dev --serving (per call in CUDA graphs, L2 warm and cold,
+# and eager, against the same floor), its table printed last. Exit 77 (skip) without a GPU.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${KCAP_BUILD:-$here/../build}
@@ -15,3 +16,13 @@ set -e
 [ "$rc" = 77 ] && exit 77
 [ "$rc" = 0 ] || { echo "vattn_dev --bench failed ($rc)"; exit 1; }
 python3 "$here/bench_gpu_torch.py" "$out/vattn_dev_bench.txt" | tee "$out/bench_table.md"
+echo
+set +e
+"$build/tests/vattn_dev" --serving >"$out/vattn_dev_serving.txt" 2>&1
+rc=$?
+set -e
+grep -v "^csv" "$out/vattn_dev_serving.txt" | grep -v "^|" || true
+[ "$rc" = 0 ] || { tail -5 "$out/vattn_dev_serving.txt"; echo "vattn_dev --serving failed ($rc)"; exit 1; }
+echo
+echo "serving set (issue 16), per call, µs:"
+grep "^|\|^(floor" "$out/vattn_dev_serving.txt"

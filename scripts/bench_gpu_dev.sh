@@ -2,8 +2,10 @@
 # bench_gpu_dev.sh — one device-tool call for kernel work (not a make target): builds the CUDA
 # library, GPU test and dev harness for one arch, runs the GPU correctness table, the issue 6
 # bench (every kernel variant checked and timed), optionally an ncu profile of one shape, and a
-# SASS summary (HMMA / HGMMA / local-memory instruction counts per kernel). Logs go to $OUT
-# (or build/dev-out). Usage: bench_gpu_dev.sh [test] [testv3|testv7] [bench] [ncu] [sass] [torch]
+# SASS summary (HMMA / HGMMA / local-memory instruction counts per kernel), or the serving-set
+# bench (vattn_dev --serving: per call in CUDA graphs, L2 warm / cold, eager). Logs go to $OUT
+# (or build/dev-out). The VATTN_VARIANT runs use the dev build build/tests/libverify_attn_dev.so.
+# Usage: bench_gpu_dev.sh [test] [testv3|testv7] [bench] [serving] [ncu] [sass] [torch]
 #                     or: bench_gpu_dev.sh final   (default build, make test-gpu, make bench-gpu, SASS)
 set -uo pipefail
 out=${OUT:-build/dev-out}
@@ -13,15 +15,15 @@ t0=$(date +%s)
 if [ "${1:-}" = final ]; then
     # the closing run: default build (sm_90 + sm_120 + PTX), `make test-gpu` and `make bench-gpu`
     # (falling back to the kernels' own targets when another module's build fails there)
-    rm -f build/lib/libverify_attn.so build/tests/vattn_dev
+    rm -f build/lib/libverify_attn.so build/tests/libverify_attn_dev.so build/tests/vattn_dev
     if make -j16 all >"$out/make_all.log" 2>&1; then
         V=1 make test-gpu 2>&1 | tee "$out/test_gpu.txt" | grep -E "^(PASS|FAIL|SKIP) |passed|checks failed"
         BENCH_OUT=$out make bench-gpu 2>&1 | tee "$out/bench_gpu.txt" | grep -v "^csv"
     else
         echo "make all failed here (tail of make_all.log below): kernels' targets only"
         tail -5 "$out/make_all.log"
-        make build/lib/libverify_attn.so build/lib/libverify_attn_cpu.so build/tests/test_verify_gpu \
-            build/tests/vattn_dev >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
+        make -j16 build/lib/libverify_attn.so build/lib/libverify_attn_cpu.so build/tests/libverify_attn_dev.so \
+            build/tests/test_verify_gpu build/tests/vattn_dev >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
         V=1 bash scripts/run_tests.sh build/tests/test_verify_gpu 2>&1 | tee "$out/test_gpu.txt" |
             grep -E "^(PASS|FAIL|SKIP) |passed|checks failed"
         BENCH_OUT=$out bash scripts/bench_gpu.sh 2>&1 | tee "$out/bench_gpu.txt" | grep -v "^csv"
@@ -42,9 +44,9 @@ if [ "${1:-}" = final ]; then
     echo "total $(( $(date +%s) - t0 )) s"
     exit 0
 fi
-rm -f build/lib/libverify_attn.so build/tests/vattn_dev
-if ! make build/lib/libverify_attn.so build/lib/libverify_attn_cpu.so build/tests/test_verify_gpu \
-        build/tests/vattn_dev NVCC_ARCH="$arch" >"$out/build.log" 2>&1; then
+rm -f build/lib/libverify_attn.so build/tests/libverify_attn_dev.so build/tests/vattn_dev
+if ! make -j16 build/lib/libverify_attn.so build/lib/libverify_attn_cpu.so build/tests/libverify_attn_dev.so \
+        build/tests/test_verify_gpu build/tests/vattn_dev NVCC_ARCH="$arch" >"$out/build.log" 2>&1; then
     tail -40 "$out/build.log"; exit 1
 fi
 echo "build ok ($(( $(date +%s) - t0 )) s)"
@@ -63,6 +65,10 @@ for what in "$@"; do
         timeout 400 build/tests/vattn_dev --bench >"$out/bench.log" 2>&1
         echo "vattn_dev --bench rc=$? ($(( $(date +%s) - t0 )) s)"
         grep -v "^csv" "$out/bench.log" ;;
+    serving)
+        timeout 300 build/tests/vattn_dev --serving >"$out/serving.log" 2>&1
+        echo "vattn_dev --serving rc=$? ($(( $(date +%s) - t0 )) s)"
+        grep -v "^csv" "$out/serving.log" ;;
     torch)
         timeout 300 python3 scripts/bench_gpu_torch.py "$out/bench.log" >"$out/bench_table.md" 2>&1
         cat "$out/bench_table.md" ;;

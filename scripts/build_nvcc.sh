@@ -3,6 +3,7 @@
 # program, for sm_120 and sm_90 machine code plus compute_120 PTX (so a newer GPU can JIT it).
 #
 #   build_nvcc.sh lib  OUT.so  OBJDIR  CU_SOURCE C_SOURCE...   shared library, only vattn_* exported
+#                                                              (soname = basename of OUT.so)
 #   build_nvcc.sh prog OUT     OBJDIR  CU_SOURCE               executable (tests, dev harness)
 #
 # NVCC_ARCH=sm_90 (or sm_120, ...) builds that one architecture only: a quick build for
@@ -24,7 +25,8 @@ else
 fi
 mkdir -p "$objdir" "$(dirname "$out")"
 name=$(basename "${cu%.cu}")
-# VATTN_NVCC_FLAGS: extra flags for dev builds (e.g. -DVATTN_DEV_MODES: kernel timing knobs)
+# VATTN_NVCC_FLAGS: extra flags for dev builds (-DVATTN_DEV: the VATTN_VARIANT / VATTN_FORCE_NSPLIT
+# knobs, build/tests/libverify_attn_dev.so; -DVATTN_DEV_MODES: kernel timing knobs)
 flags=(-std=c++17 -O3 -lineinfo -Ikernels -Icommon "${gencode[@]}" -Xptxas -v ${VATTN_NVCC_FLAGS:-}
        -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra
        -Werror=all-warnings)
@@ -43,7 +45,7 @@ if [ "$mode" = lib ]; then
     done
     "$NVCC" -shared "${gencode[@]}" -cudart static -o "$out" "${objs[@]}" \
         -Xlinker --version-script=kernels/verify_attn.map -Xlinker --no-undefined \
-        -Xlinker -soname=libverify_attn.so
+        -Xlinker -soname="$(basename "$out")"
 else
     "$NVCC" "${gencode[@]}" -cudart static -o "$out" "$objdir/$name.o" -ldl
 fi

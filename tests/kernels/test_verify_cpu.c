@@ -6,10 +6,12 @@
  * random slot permutation through a pool larger than needed), poisons the outputs with NaN
  * bit patterns, runs the library and compares with a naive per-query softmax in double over
  * the explicit list of visible keys. Input gaps and unused pool rows hold NaN, so a read of
- * anything the call does not own poisons the result; output gaps must stay poisoned.
- * Then the argument-validation table: each bad argument must give its exact status code and
- * leave the outputs untouched. Finally the perturbed test build must differ in exactly its one
- * documented element. One line per case; exit 1 on any failure.
+ * anything the call does not own poisons the result; output gaps must stay poisoned, and the
+ * guard regions around o and lse untouched. Data random values miss (tcase.special): Q = 0
+ * (each output row the float64 mean of its visible V rows, vattn_check_mean), a draft key
+ * hidden from every query whose cache row is NaN/Inf (outputs finite, equal to the reference).
+ * Then the argument-validation table, misc ABI checks and the perturbed test build
+ * (vattn_cpu_checks.h). One line per case; exit 1 on any failure.
  */
 #include "verify_attn.h"
 #include "vattn_test_util.h"
@@ -65,28 +67,45 @@ typedef struct tcase {
     int o_gap_h, o_gap_t;
     int no_lse;
     float sm_scale;
+    int special; /* SP_* */
 } tcase;
 
+/* SP_ZERO_Q: Q = 0 and the rope columns of K = 0 (V is K's first 512 columns: K itself cannot
+ * be 0). SP_MASKED_NANV: per request one draft key with its visibility column cleared and its
+ * whole cache row NaN / +Inf / -Inf. */
+enum { SP_NONE, SP_ZERO_Q, SP_MASKED_NANV };
+
+#define GUARD_BYTES 256
+#define GUARD_BYTE 0xA5
+
 static const tcase cases[] = {
-    {"tiny", 1, 1, 1, 0, 1, VIS_CAUSAL_NULL, 0, 0, 0, 0, 576, 0, 0, 0, 0.0625f},
-    {"ragged-causal", 3, 4, 8, 37, 1, VIS_CAUSAL_NULL, 1, 0, 0, 0, 576, 0, 0, 0, 0.0625f},
-    {"tree-q16", 2, 16, 16, 100, 0, VIS_TREE, 0, 0, 0, 0, 576, 0, 0, 0, 0.1f},
-    {"random-vis-empty-rows", 4, 7, 32, 20, 1, VIS_RANDOM, 1, 0, 0, 0, 576, 0, 0, 0, 0.0625f},
-    {"h128-strided", 2, 16, 128, 40, 0, VIS_CAUSAL_EXPLICIT, 0, 0, 8, 24, 656, 16, 40, 0, 0.0625f},
-    {"fp16-tree-strided", 5, 2, 3, 30, 1, VIS_TREE, 0, 1, 64, 8, 1152, 8, 0, 0, 0.2f},
-    {"fp16-q16-h64-nolse", 1, 16, 64, 300, 0, VIS_CAUSAL_NULL, 1, 1, 0, 0, 576, 0, 0, 1, 0.0625f},
-    {"bs8-q1-ragged", 8, 1, 16, 200, 1, VIS_CAUSAL_NULL, 1, 0, 0, 0, 584, 0, 0, 0, 0.0625f},
-    {"prefix0-empty-rows-fp16", 2, 3, 128, 0, 1, VIS_RANDOM, 0, 1, 0, 0, 576, 0, 8, 0, 0.0625f},
-    {"full-vis", 3, 8, 5, 17, 0, VIS_FULL, 1, 0, 0, 16, 576, 0, 0, 0, 0.0625f},
-    {"q64-max", 1, 64, 2, 10, 0, VIS_TREE, 1, 0, 0, 0, 576, 0, 0, 0, 0.0625f},
-    {"peaked-scale", 2, 4, 16, 64, 0, VIS_CAUSAL_NULL, 0, 0, 0, 0, 576, 0, 0, 0, 0.8f},
-    {"peaked-fp16", 2, 4, 16, 64, 1, VIS_TREE, 1, 1, 0, 0, 576, 0, 0, 0, 0.8f},
-    {"h1-q16-long", 1, 16, 1, 700, 0, VIS_RANDOM, 0, 0, 0, 0, 576, 0, 0, 0, 0.0625f},
+    {"tiny", 1, 1, 1, 0, 1, VIS_CAUSAL_NULL, 0, 0, 0, 0, 576, 0, 0, 0, 0.0625f, SP_NONE},
+    {"ragged-causal", 3, 4, 8, 37, 1, VIS_CAUSAL_NULL, 1, 0, 0, 0, 576, 0, 0, 0, 0.0625f, SP_NONE},
+    {"tree-q16", 2, 16, 16, 100, 0, VIS_TREE, 0, 0, 0, 0, 576, 0, 0, 0, 0.1f, SP_NONE},
+    {"random-vis-empty-rows", 4, 7, 32, 20, 1, VIS_RANDOM, 1, 0, 0, 0, 576, 0, 0, 0, 0.0625f, SP_NONE},
+    {"h128-strided", 2, 16, 128, 40, 0, VIS_CAUSAL_EXPLICIT, 0, 0, 8, 24, 656, 16, 40, 0, 0.0625f, SP_NONE},
+    {"fp16-tree-strided", 5, 2, 3, 30, 1, VIS_TREE, 0, 1, 64, 8, 1152, 8, 0, 0, 0.2f, SP_NONE},
+    {"fp16-q16-h64-nolse", 1, 16, 64, 300, 0, VIS_CAUSAL_NULL, 1, 1, 0, 0, 576, 0, 0, 1, 0.0625f, SP_NONE},
+    {"bs8-q1-ragged", 8, 1, 16, 200, 1, VIS_CAUSAL_NULL, 1, 0, 0, 0, 584, 0, 0, 0, 0.0625f, SP_NONE},
+    {"prefix0-empty-rows-fp16", 2, 3, 128, 0, 1, VIS_RANDOM, 0, 1, 0, 0, 576, 0, 8, 0, 0.0625f, SP_NONE},
+    {"full-vis", 3, 8, 5, 17, 0, VIS_FULL, 1, 0, 0, 16, 576, 0, 0, 0, 0.0625f, SP_NONE},
+    {"q64-max", 1, 64, 2, 10, 0, VIS_TREE, 1, 0, 0, 0, 576, 0, 0, 0, 0.0625f, SP_NONE},
+    {"peaked-scale", 2, 4, 16, 64, 0, VIS_CAUSAL_NULL, 0, 0, 0, 0, 576, 0, 0, 0, 0.8f, SP_NONE},
+    {"peaked-fp16", 2, 4, 16, 64, 1, VIS_TREE, 1, 1, 0, 0, 576, 0, 0, 0, 0.8f, SP_NONE},
+    {"h1-q16-long", 1, 16, 1, 700, 0, VIS_RANDOM, 0, 0, 0, 0, 576, 0, 0, 0, 0.0625f, SP_NONE},
+    {"zeroq-tree", 3, 4, 8, 300, 1, VIS_TREE, 1, 0, 0, 0, 576, 0, 0, 0, 0.0625f, SP_ZERO_Q},
+    {"zeroq-causal-fp16", 2, 2, 16, 500, 0, VIS_CAUSAL_NULL, 0, 1, 0, 0, 576, 0, 8, 0, 0.0625f, SP_ZERO_Q},
+    {"nanv-tree", 3, 4, 8, 100, 1, VIS_TREE, 1, 0, 0, 0, 576, 0, 0, 0, 0.0625f, SP_MASKED_NANV},
+    {"nanv-random-fp16", 2, 8, 4, 60, 0, VIS_RANDOM, 0, 1, 0, 0, 584, 0, 0, 0, 0.0625f, SP_MASKED_NANV},
+    {"nanv-q1", 3, 1, 16, 40, 1, VIS_CAUSAL_EXPLICIT, 0, 0, 0, 0, 576, 0, 0, 0, 0.0625f, SP_MASKED_NANV},
+    {"prefix0-h16-q8", 3, 8, 16, 0, 1, VIS_TREE, 0, 0, 0, 0, 576, 0, 0, 0, 0.0625f, SP_NONE},
+    {"onekey-h16-q1", 4, 1, 16, 0, 1, VIS_CAUSAL_NULL, 1, 0, 0, 0, 576, 0, 0, 0, 0.0625f, SP_NONE},
 };
 
 typedef struct built {
     vattn_args a;
     uint16_t *q, *kv, *o;
+    unsigned char *o_alloc, *lse_alloc; /* o / lse with GUARD_BYTES of GUARD_BYTE each side */
     int32_t *indptr;
     void *indices;
     uint8_t *vis;
@@ -188,11 +207,18 @@ static void build(const tcase *c, built *B)
                 m[(ql - 1) * ql + j] = 0; /* guarantee one empty row per request */
     }
     a->visibility = c->vis == VIS_CAUSAL_NULL ? NULL : B->vis;
+    /* the reference below reads B->vis: a hidden key is cleared there too */
+    vattn_special_data(a, B->indptr, B->indices, B->vis, B->q, B->kv, c->special == SP_ZERO_Q,
+                       c->special == SP_MASKED_NANV);
 
     B->o_elems = (size_t)T * a->o_stride_t;
-    B->o = malloc(B->o_elems * 2);
     B->lse_elems = (size_t)T * H;
-    B->lse = malloc(B->lse_elems * 4);
+    B->o_alloc = malloc(B->o_elems * 2 + 2 * GUARD_BYTES);
+    B->lse_alloc = malloc(B->lse_elems * 4 + 2 * GUARD_BYTES);
+    memset(B->o_alloc, GUARD_BYTE, B->o_elems * 2 + 2 * GUARD_BYTES);
+    memset(B->lse_alloc, GUARD_BYTE, B->lse_elems * 4 + 2 * GUARD_BYTES);
+    B->o = (uint16_t *)(B->o_alloc + GUARD_BYTES);
+    B->lse = (float *)(B->lse_alloc + GUARD_BYTES);
     a->q = B->q;
     a->kv_cache = B->kv;
     a->kv_indptr = B->indptr;
@@ -207,12 +233,24 @@ static void unbuild(built *B)
 {
     free(B->q);
     free(B->kv);
-    free(B->o);
+    free(B->o_alloc);
     free(B->indptr);
     free(B->indices);
     free(B->vis);
-    free(B->lse);
+    free(B->lse_alloc);
     free(B->ws);
+}
+
+/* 1 when the four guard regions around o and lse still hold GUARD_BYTE */
+static int guards_ok(const built *B)
+{
+    const unsigned char *g[4] = {B->o_alloc, B->o_alloc + GUARD_BYTES + B->o_elems * 2, B->lse_alloc,
+                                 B->lse_alloc + GUARD_BYTES + B->lse_elems * 4};
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < GUARD_BYTES; i++)
+            if (g[k][i] != GUARD_BYTE)
+                return 0;
+    return 1;
 }
 
 static void poison(built *B)
@@ -398,12 +436,24 @@ static void run_case(const tcase *c, uint64_t seed)
     char name[96];
     snprintf(name, sizeof name, "%s[bs%d q%d H%d %s %s %s]", c->name, c->bs, c->q_len, c->H,
              vis_name[c->vis], c->idx64 ? "i64" : "i32", c->fp16 ? "fp16" : "bf16");
+    vattn_meanres M;
     if (rc != VATTN_OK) {
         printf("FAIL %s: vattn_verify returned %d (%s)\n", name, rc, vattn_status_string(rc));
         g_fail++;
     } else if (!compare(name, &B, ref_o, ref_lse)) {
         g_fail++;
+    } else if (!guards_ok(&B)) {
+        printf("FAIL %s: a guard region around o or lse was written\n", name);
+        g_fail++;
+    } else if (c->special == SP_ZERO_Q &&
+               !vattn_check_mean(&B.a, B.indptr, B.indices, B.a.visibility, B.kv, B.o, B.a.lse, &M)) {
+        printf("FAIL %s: Q = 0 mean check: %s\n", name, M.why);
+        g_fail++;
     } else {
+        if (c->special == SP_ZERO_Q)
+            printf("PASS %s: Q = 0: o = mean of the visible V rows, worst %.2e (%.2f of its tolerance) at (req %d, "
+                   "tok %d, head %d, ch %d), lse err %.1e\n",
+                   name, M.worst, M.worst_ratio, M.wb, M.wt, M.wh, M.wc, M.lse_err);
         /* determinism: a second run must be bitwise identical */
         uint16_t *o1 = malloc(B.o_elems * 2);
         memcpy(o1, B.o, B.o_elems * 2);
@@ -420,220 +470,7 @@ static void run_case(const tcase *c, uint64_t seed)
     unbuild(&B);
 }
 
-/* ---- argument validation ---- */
-typedef void (*mutate_fn)(built *B);
-#define M(name, body) \
-    static void name(built *B) { vattn_args *a = &B->a; (void)a; body; }
-M(m_none, )
-M(m_struct0, a->struct_size = 0)
-M(m_struct_small, a->struct_size = sizeof(vattn_args) - 8)
-M(m_struct_big, a->struct_size = sizeof(vattn_args) + 64)
-M(m_reserved, a->reserved0 = 1)
-M(m_q_null, a->q = NULL)
-M(m_kv_null, a->kv_cache = NULL)
-M(m_indptr_null, a->kv_indptr = NULL)
-M(m_indices_null, a->kv_indices = NULL)
-M(m_o_null, a->o = NULL)
-M(m_lse_null, a->lse = NULL)
-M(m_vis_null, a->visibility = NULL)
-M(m_dtype, a->dtype = 2)
-M(m_dtype_neg, a->dtype = -1)
-M(m_itype, a->index_type = 7)
-M(m_bs0, a->bs = 0)
-M(m_bs_neg, a->bs = -3)
-M(m_q0, a->q_len = 0)
-M(m_q65, a->q_len = 65)
-M(m_h0, a->num_heads = 0)
-M(m_h129, a->num_heads = 129)
-M(m_slots0, a->num_slots = 0)
-M(m_maxkv_neg, a->max_kv_len = -1)
-M(m_qsh, a->q_stride_h = 575)
-M(m_qst, a->q_stride_t = (a->num_heads - 1) * a->q_stride_h + 575)
-M(m_qst_neg, a->q_stride_t = -a->q_stride_t)
-M(m_kvs, a->kv_stride = 575)
-M(m_kvs_huge, a->kv_stride = (int64_t)1 << 61)
-M(m_osh, a->o_stride_h = 511)
-M(m_ost, a->o_stride_t = (a->num_heads - 1) * a->o_stride_h + 511)
-M(m_ost_huge, a->o_stride_t = INT64_MAX / 2)
-M(m_scale0, a->sm_scale = 0.0f)
-M(m_scale_neg, a->sm_scale = -0.0625f)
-M(m_scale_nan, a->sm_scale = NAN)
-M(m_scale_inf, a->sm_scale = INFINITY)
-M(m_q_misal, a->q = (const char *)a->q + 1)
-M(m_idx_misal, a->kv_indices = (const char *)a->kv_indices + 2)
-M(m_lse_misal, a->lse = (float *)((char *)a->lse + 2))
-M(m_ws_null, B->ws = NULL)
-M(m_ws_small, B->ws_bytes -= 1)
-M(m_ws_misal, B->ws = (char *)B->ws + 4; B->ws_bytes -= 0)
-M(m_indptr0, B->indptr[0] = 1)
-M(m_indptr_dec, B->indptr[2] = B->indptr[1] - 1)
-M(m_kvlen_short, B->indptr[1] = B->indptr[0] + a->q_len - 1)
-M(m_idx_neg, if (a->index_type == VATTN_INDEX_INT64) ((int64_t *)B->indices)[3] = -1;
-  else ((int32_t *)B->indices)[3] = -1)
-M(m_idx_big, if (a->index_type == VATTN_INDEX_INT64) ((int64_t *)B->indices)[5] = a->num_slots;
-  else ((int32_t *)B->indices)[5] = (int32_t)a->num_slots)
-
-typedef struct vcase {
-    const char *name;
-    mutate_fn fn;
-    int expect;
-} vcase;
-
-static const vcase vcases[] = {
-    {"valid", m_none, VATTN_OK},
-    {"struct_size=0", m_struct0, VATTN_ERR_STRUCT_SIZE},
-    {"struct_size short", m_struct_small, VATTN_ERR_STRUCT_SIZE},
-    {"struct_size larger (newer caller)", m_struct_big, VATTN_OK},
-    {"reserved0!=0", m_reserved, VATTN_ERR_STRUCT_SIZE},
-    {"q NULL", m_q_null, VATTN_ERR_NULL_POINTER},
-    {"kv_cache NULL", m_kv_null, VATTN_ERR_NULL_POINTER},
-    {"kv_indptr NULL", m_indptr_null, VATTN_ERR_NULL_POINTER},
-    {"kv_indices NULL", m_indices_null, VATTN_ERR_NULL_POINTER},
-    {"o NULL", m_o_null, VATTN_ERR_NULL_POINTER},
-    {"lse NULL (optional)", m_lse_null, VATTN_OK},
-    {"visibility NULL (causal)", m_vis_null, VATTN_OK},
-    {"dtype=2", m_dtype, VATTN_ERR_DTYPE},
-    {"dtype=-1", m_dtype_neg, VATTN_ERR_DTYPE},
-    {"index_type=7", m_itype, VATTN_ERR_INDEX_TYPE},
-    {"bs=0", m_bs0, VATTN_ERR_BATCH},
-    {"bs=-3", m_bs_neg, VATTN_ERR_BATCH},
-    {"q_len=0", m_q0, VATTN_ERR_Q_LEN},
-    {"q_len=65", m_q65, VATTN_ERR_Q_LEN},
-    {"num_heads=0", m_h0, VATTN_ERR_HEADS},
-    {"num_heads=129", m_h129, VATTN_ERR_HEADS},
-    {"num_slots=0", m_slots0, VATTN_ERR_NUM_SLOTS},
-    {"max_kv_len=-1", m_maxkv_neg, VATTN_ERR_NUM_SLOTS},
-    {"q_stride_h=575", m_qsh, VATTN_ERR_STRIDE},
-    {"q_stride_t overlaps heads", m_qst, VATTN_ERR_STRIDE},
-    {"q_stride_t negative", m_qst_neg, VATTN_ERR_STRIDE},
-    {"kv_stride=575", m_kvs, VATTN_ERR_STRIDE},
-    {"kv_stride*num_slots overflows", m_kvs_huge, VATTN_ERR_STRIDE},
-    {"o_stride_h=511", m_osh, VATTN_ERR_STRIDE},
-    {"o_stride_t overlaps heads", m_ost, VATTN_ERR_STRIDE},
-    {"o_stride_t*T overflows", m_ost_huge, VATTN_ERR_STRIDE},
-    {"sm_scale=0", m_scale0, VATTN_ERR_SCALE},
-    {"sm_scale<0", m_scale_neg, VATTN_ERR_SCALE},
-    {"sm_scale=NaN", m_scale_nan, VATTN_ERR_SCALE},
-    {"sm_scale=inf", m_scale_inf, VATTN_ERR_SCALE},
-    {"q misaligned", m_q_misal, VATTN_ERR_ALIGNMENT},
-    {"kv_indices misaligned", m_idx_misal, VATTN_ERR_ALIGNMENT},
-    {"lse misaligned", m_lse_misal, VATTN_ERR_ALIGNMENT},
-    {"workspace NULL", m_ws_null, VATTN_ERR_WORKSPACE},
-    {"workspace 1 byte short", m_ws_small, VATTN_ERR_WORKSPACE},
-    {"workspace misaligned", m_ws_misal, VATTN_ERR_ALIGNMENT},
-    {"kv_indptr[0]!=0", m_indptr0, VATTN_ERR_INDPTR},
-    {"kv_indptr decreasing", m_indptr_dec, VATTN_ERR_INDPTR},
-    {"kv_len<q_len", m_kvlen_short, VATTN_ERR_INDPTR},
-    {"kv_indices entry -1", m_idx_neg, VATTN_ERR_INDEX_RANGE},
-    {"kv_indices entry = num_slots", m_idx_big, VATTN_ERR_INDEX_RANGE},
-};
-
-static void run_validation(int idx64)
-{
-    /* bs 3, q_len 4, H 4, prefixes >= 4 so indices [3] and [5] exist in request 0 */
-    static const tcase base = {"validation", 3, 4, 4, 9, 0, VIS_TREE, 0, 0, 0, 0, 576, 0, 0, 0, 0.0625f};
-    for (size_t k = 0; k < sizeof vcases / sizeof vcases[0]; k++) {
-        tcase c = base;
-        c.idx64 = idx64;
-        g_rng = 0x1234567 + k;
-        built B;
-        build(&c, &B);
-        void *ws_orig = B.ws;
-        vcases[k].fn(&B);
-        poison(&B);
-        int rc = vattn_verify(&B.a, B.ws, B.ws_bytes, NULL);
-        int untouched = 1;
-        const uint16_t p = POISON_BF16;
-        if (vcases[k].expect != VATTN_OK) {
-            for (size_t i = 0; i < B.o_elems; i++)
-                untouched &= B.o[i] == p;
-            for (size_t i = 0; i < B.lse_elems; i++)
-                untouched &= isnan(B.lse[i]);
-        }
-        int ok = rc == vcases[k].expect && untouched;
-        if (!ok)
-            g_fail++;
-        printf("%s validation %-34s %s -> %d (%s)%s\n", ok ? "PASS" : "FAIL", vcases[k].name,
-               idx64 ? "i64" : "i32", rc, vattn_status_string(rc),
-               untouched ? "" : " : OUTPUT WRITTEN");
-        if (rc != vcases[k].expect)
-            printf("     expected %d (%s)\n", vcases[k].expect,
-                   vattn_status_string(vcases[k].expect));
-        B.ws = ws_orig;
-        unbuild(&B);
-    }
-    /* the NULL args pointer */
-    int rc = vattn_verify(NULL, NULL, 0, NULL);
-    printf("%s validation args=NULL -> %d\n", rc == VATTN_ERR_NULL_ARGS ? "PASS" : "FAIL", rc);
-    g_fail += rc != VATTN_ERR_NULL_ARGS;
-}
-
-static void run_misc(void)
-{
-    int ok = 1;
-    /* every status has its own message; unknown codes get the generic one */
-    for (int i = 0; i < VATTN_STATUS_COUNT; i++) {
-        const char *s = vattn_status_string(i);
-        ok &= s && *s && strcmp(s, vattn_status_string(-1)) != 0;
-        for (int j = 0; j < i; j++)
-            ok &= strcmp(s, vattn_status_string(j)) != 0;
-    }
-    ok &= vattn_status_string(VATTN_STATUS_COUNT) == vattn_status_string(-1);
-    ok &= vattn_abi_version() == VATTN_ABI_VERSION && strcmp(vattn_backend(), "cpu") == 0;
-    ok &= vattn_last_cuda_error() && vattn_last_cuda_error()[0] == 0;
-    vattn_args a = {.bs = 0, .q_len = 1, .num_heads = 1, .num_slots = 1};
-    ok &= vattn_workspace_size(&a) == (size_t)-1 && vattn_workspace_size(NULL) == (size_t)-1;
-    printf("%s misc: status strings, abi version, backend, workspace_size(invalid)\n",
-           ok ? "PASS" : "FAIL");
-    g_fail += !ok;
-}
-
-/* The perturbed test build must differ from this library in exactly its documented element:
- * (last request, first draft token, last head, channel 77), by about +0.5. */
-static void run_perturbed(void)
-{
-    char exe[PATH_MAX], path[PATH_MAX + 64];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) {
-        printf("FAIL perturbed: cannot read /proc/self/exe\n");
-        g_fail++;
-        return;
-    }
-    exe[n] = 0;
-    snprintf(path, sizeof path, "%s/libverify_attn_cpu_perturbed.so", dirname(exe));
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        printf("FAIL perturbed: dlopen %s: %s\n", path, dlerror());
-        g_fail++;
-        return;
-    }
-    int (*pv)(const vattn_args *, void *, size_t, void *) =
-        (int (*)(const vattn_args *, void *, size_t, void *))dlsym(h, "vattn_verify");
-    tcase c = cases[2]; /* bs 2, q 16, H 16 */
-    g_rng = 99;
-    built B;
-    build(&c, &B);
-    poison(&B);
-    int rc0 = vattn_verify(&B.a, B.ws, B.ws_bytes, NULL);
-    uint16_t *o0 = malloc(B.o_elems * 2);
-    memcpy(o0, B.o, B.o_elems * 2);
-    poison(&B);
-    int rc1 = pv ? pv(&B.a, B.ws, B.ws_bytes, NULL) : -1;
-    const vattn_args *a = &B.a;
-    size_t target = (size_t)((a->bs - 1) * a->q_len) * a->o_stride_t +
-                    (size_t)(a->num_heads - 1) * a->o_stride_h + 77;
-    size_t ndiff = 0;
-    for (size_t i = 0; i < B.o_elems; i++)
-        ndiff += o0[i] != B.o[i];
-    double d = dec(B.o[target], 0) - dec(o0[target], 0);
-    int ok = rc0 == 0 && rc1 == 0 && ndiff == 1 && o0[target] != B.o[target] && fabs(d - 0.5) < 0.02;
-    printf("%s perturbed build: %zu element(s) differ, delta at documented element %.4f\n",
-           ok ? "PASS" : "FAIL", ndiff, d);
-    g_fail += !ok;
-    free(o0);
-    unbuild(&B);
-    dlclose(h);
-}
+#include "vattn_cpu_checks.h"
 
 int main(void)
 {

@@ -11,6 +11,13 @@
  *                                          reference kernel times, bytes, FLOPs, roofline floor,
  *                                          and every variant checked and timed; CSV lines
  *                                          prefixed "csv," for scripts/bench_gpu.sh
+ *   vattn_dev --serving                    issue 16's serving set (and the 8 configs above):
+ *                                          per call in CUDA graphs, L2 warm and cold, and eager
+ *                                          (vattn_dev_serving.cuh)
+ *
+ * Default timings use the production library build/lib/libverify_attn.so; the variant and
+ * split-count knobs (VATTN_VARIANT, VATTN_FORCE_NSPLIT) need the dev build
+ * build/tests/libverify_attn_dev.so (-DVATTN_DEV), which the runs that set them use.
  *
  * Data are random non-zero bf16 in (-1, 1) made on the GPU, slots a random permutation of the
  * pool (page_size 1 scatter), int64 indices, causal visibility. Times are medians over runs,
@@ -43,27 +50,41 @@
     } while (0)
 
 typedef int (*vattn_fn)(const vattn_args *, void *, size_t, void *);
-static vattn_fn g_fast, g_ref;
-static size_t (*g_ws)(const vattn_args *);
+typedef size_t (*vattn_ws_fn)(const vattn_args *);
+static vattn_fn g_fast, g_ref, g_dev_fast; /* production library; g_dev_fast: the dev build */
+static vattn_ws_fn g_ws, g_dev_ws;
 static const char *(*g_status)(int);
 
-static void load_lib(void)
+/* dlopens build/<rel> next to this program's build/tests/ (both libraries export the same
+ * names: RTLD_LOCAL keeps them apart) */
+static void *open_lib(const char *rel)
 {
     char exe[PATH_MAX], path[PATH_MAX + 64];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
-        exit(1);
-    exe[n] = 0;
-    snprintf(path, sizeof path, "%s/../lib/libverify_attn.so", dirname(exe));
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
+    if (n <= 0) {
+        fprintf(stderr, "cannot read /proc/self/exe\n");
         exit(1);
     }
+    exe[n] = 0;
+    snprintf(path, sizeof path, "%s/../%s", dirname(exe), rel);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h || !dlsym(h, "vattn_verify") || !dlsym(h, "vattn_workspace_size")) {
+        fprintf(stderr, "dlopen %s: %s\n", path, h ? "lacks the vattn ABI" : dlerror());
+        exit(1);
+    }
+    return h;
+}
+
+static void load_lib(void)
+{
+    void *h = open_lib("lib/libverify_attn.so");
     g_fast = (vattn_fn)dlsym(h, "vattn_verify");
     g_ref = (vattn_fn)dlsym(h, "vattn_verify_reference");
-    g_ws = (size_t(*)(const vattn_args *))dlsym(h, "vattn_workspace_size");
+    g_ws = (vattn_ws_fn)dlsym(h, "vattn_workspace_size");
     g_status = (const char *(*)(int))dlsym(h, "vattn_status_string");
+    void *d = open_lib("tests/libverify_attn_dev.so");
+    g_dev_fast = (vattn_fn)dlsym(d, "vattn_verify");
+    g_dev_ws = (vattn_ws_fn)dlsym(d, "vattn_workspace_size");
 }
 
 /* ---- microbenchmarks: the two ceilings ---- */
@@ -274,14 +295,15 @@ static double bf16d(uint16_t h)
     return f;
 }
 
-/* fast vs reference on the device results: rel L2 and NaN count */
-static double check_fast_vs_ref(Problem &P, int *nan_count)
+/* fast (the production library's unless `fast` is given) vs reference on the device results:
+ * rel L2 and NaN count */
+static double check_fast_vs_ref(Problem &P, int *nan_count, vattn_fn fast = nullptr)
 {
     const size_t n = (size_t)P.a.bs * P.a.q_len * P.a.num_heads * 512;
     CK(cudaMemset(P.o, 0xff, n * 2));
     CK(cudaMemset(P.o2, 0xff, n * 2));
     run_or_die(g_ref, P, P.o2);
-    run_or_die(g_fast, P, P.o);
+    run_or_die(fast ? fast : g_fast, P, P.o);
     CK(cudaDeviceSynchronize());
     std::vector<uint16_t> a(n), b(n);
     CK(cudaMemcpy(a.data(), P.o, n * 2, cudaMemcpyDeviceToHost));
@@ -312,18 +334,18 @@ static double bytes_of(const Problem &P)
            T * H * 576 * 2 + T * H * 512 * 2 + T * H * 4;
 }
 
-/* The same data with a workspace sized for the current VATTN_* dev knobs. */
+/* The same data with a workspace sized by the dev build for the current VATTN_* knobs. */
 static Problem with_ws(const Problem &P)
 {
     Problem Q = P;
-    Q.ws_bytes = g_ws(&Q.a);
+    Q.ws_bytes = g_dev_ws(&Q.a);
     Q.ws = NULL;
     if (Q.ws_bytes)
         CK(cudaMalloc(&Q.ws, Q.ws_bytes));
     return Q;
 }
 
-/* Kernel variants of the library (VATTN_VARIANT, see kernels/verify_attn.cu): v3 = 32 rows per
+/* Kernel variants of the library (VATTN_VARIANT, dev build; kernels/vattn_fast3.cuh): v3 = 32 rows per
  * block with the 4-way k-split S reduction, v7 = 64 rows in two independent groups of 32,
  * pair-wise S reduction, lazy rescale, swizzled KV stages (kernels/vattn_fast7.cuh).
  * v4, v5 and v6 live in git history (docs/PERF.md has their figures). */
@@ -347,12 +369,12 @@ static int dev_mode(int fp16, int bs, int H, int ql, int prefix)
         setenv("VATTN_VARIANT", env, 1);
         Problem Q = with_ws(P);
         int nans;
-        double rel = check_fast_vs_ref(Q, &nans);
+        double rel = check_fast_vs_ref(Q, &nans, g_dev_fast);
         const int ok = rel <= 1e-2 && nans == 0;
         bad |= !ok;
         printf("v%d check vs reference: rel L2 %.3e, non-finite %d -> %s\n", v, rel, nans, ok ? "OK" : "MISMATCH");
         snprintf(name, sizeof name, "v%d (auto split)", v);
-        report(name, time_median([&] { run_or_die(g_fast, Q, Q.o); }, 20));
+        report(name, time_median([&] { run_or_die(g_dev_fast, Q, Q.o); }, 20));
         if (Q.ws)
             cudaFree(Q.ws);
         const int forced[] = {1, 8, 33, 66, 132, 264};
@@ -361,7 +383,7 @@ static int dev_mode(int fp16, int bs, int H, int ql, int prefix)
             setenv("VATTN_FORCE_NSPLIT", env, 1);
             Problem R = with_ws(P);
             snprintf(name, sizeof name, "v%d nsplit<=%d", v, ns);
-            report(name, time_median([&] { run_or_die(g_fast, R, R.o); }, 10));
+            report(name, time_median([&] { run_or_die(g_dev_fast, R, R.o); }, 10));
             if (R.ws)
                 cudaFree(R.ws);
         }
@@ -372,16 +394,18 @@ static int dev_mode(int fp16, int bs, int H, int ql, int prefix)
     return bad;
 }
 
+/* (bs, H, q_len, prefix) of issue 6's bench: the long-context configs */
+static const int k_bench_cfg[][4] = {{1, 16, 16, 185000}, {1, 16, 4, 185000}, {8, 16, 4, 32768}, {4, 16, 16, 32768},
+                                     {4, 64, 16, 32768},  {16, 128, 4, 8192}, {32, 16, 8, 4096}, {64, 16, 16, 2048}};
+
 static int bench_mode(void)
 {
     const double bw = measure_copy_bw(), peak = measure_mma_peak();
     printf("ceilings: D2D copy %.0f GB/s (read+write), mma.sync m16n8k16 bf16 %.1f TFLOP/s\n", bw * 1e-9,
            peak * 1e-12);
     printf("csv,ceiling,%.6e,%.6e\n", bw, peak);
-    const int cfg[][4] = {{1, 16, 16, 185000}, {1, 16, 4, 185000}, {8, 16, 4, 32768}, {4, 16, 16, 32768},
-                          {4, 64, 16, 32768},  {16, 128, 4, 8192}, {32, 16, 8, 4096}, {64, 16, 16, 2048}};
     int bad = 0;
-    for (auto &c : cfg) {
+    for (auto &c : k_bench_cfg) {
         Problem P;
         make_problem(P, c[0], c[1], c[2], c[3], 0, 11);
         int nans;
@@ -396,9 +420,9 @@ static int bench_mode(void)
             setenv("VATTN_VARIANT", env, 1);
             Problem Q = with_ws(P);
             int vn;
-            const double vrel = check_fast_vs_ref(Q, &vn);
+            const double vrel = check_fast_vs_ref(Q, &vn, g_dev_fast);
             bad |= !(vrel <= 1e-2 && vn == 0);
-            const double tv = time_median([&] { run_or_die(g_fast, Q, Q.o); }, 20);
+            const double tv = time_median([&] { run_or_die(g_dev_fast, Q, Q.o); }, 20);
             printf("  variant v%d: %.4f ms (%.1f TFLOP/s), check rel %.1e, non-finite %d\n", v, tv,
                    flops_of(P) / tv * 1e-9, vrel, vn);
             if (Q.ws)
@@ -414,8 +438,8 @@ static int bench_mode(void)
                 setenv(k[1], k[2], 1);
                 Problem Q = with_ws(P);
                 int kn = 0;
-                const double krel = check_fast_vs_ref(Q, &kn);
-                const double tv = time_median([&] { run_or_die(g_fast, Q, Q.o); }, 20);
+                const double krel = check_fast_vs_ref(Q, &kn, g_dev_fast);
+                const double tv = time_median([&] { run_or_die(g_dev_fast, Q, Q.o); }, 20);
                 printf("  v%s %s=%s: %.4f ms (%.1f TFLOP/s), check rel %.1e, non-finite %d\n", k[0], k[1], k[2],
                        tv, flops_of(P) / tv * 1e-9, krel, kn);
                 if (Q.ws)
@@ -437,6 +461,8 @@ static int bench_mode(void)
     return bad;
 }
 
+#include "vattn_dev_serving.cuh"
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -449,13 +475,15 @@ int main(int argc, char **argv)
     CK(cudaMalloc(&g_flush, FLUSH_BYTES));
     if (argc > 1 && !strcmp(argv[1], "--bench"))
         return bench_mode();
+    if (argc > 1 && !strcmp(argv[1], "--serving"))
+        return serving_mode();
     int fp16 = 0, k = 1;
     if (argc > 1 && !strcmp(argv[1], "--fp16")) {
         fp16 = 1;
         k = 2;
     }
     if (argc - k != 4) {
-        fprintf(stderr, "usage: vattn_dev [--fp16] BS H Q_LEN PREFIX | vattn_dev --bench\n");
+        fprintf(stderr, "usage: vattn_dev [--fp16] BS H Q_LEN PREFIX | vattn_dev --bench | vattn_dev --serving\n");
         return 2;
     }
     return dev_mode(fp16, atoi(argv[k]), atoi(argv[k + 1]), atoi(argv[k + 2]), atoi(argv[k + 3]));

@@ -3,7 +3,9 @@
  * static functions): random verify calls on the host, the two kernel libraries loaded with
  * dlopen (both export the same vattn_* names, so they cannot both be linked), a parallel CPU
  * reference (the CPU library run per (request, head group) on all cores), and the comparison
- * (NaN/Inf positions first, rel L2, per-element bound, lse, worst element by index).
+ * (NaN/Inf positions first, rel L2, per-element bound, lse, worst element by index). Device
+ * outputs sit between guard regions (GUARD_BYTES of GUARD_BYTE each side of o and lse) that
+ * every run must leave untouched.
  */
 #ifndef VATTN_GPU_COMMON_H
 #define VATTN_GPU_COMMON_H
@@ -52,7 +54,9 @@ static uint16_t rnd_val(int fp16)
     return (uint16_t)((s << 15) | ((e + 15) << 10) | (m & 0x3ff));
 }
 
-static void vlib_open(vlib *L, const char *name)
+/* Opens build/<dir>/<name> relative to the running test (build/tests/..): dir "lib" for the
+ * libraries, "tests" for the dev build libverify_attn_dev.so. */
+static void vlib_open_in(vlib *L, const char *dir, const char *name)
 {
     char exe[PATH_MAX], path[PATH_MAX + 64];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -61,7 +65,7 @@ static void vlib_open(vlib *L, const char *name)
         exit(1);
     }
     exe[n] = 0;
-    snprintf(path, sizeof path, "%s/../lib/%s", dirname(exe), name);
+    snprintf(path, sizeof path, "%s/../%s/%s", dirname(exe), dir, name);
     L->h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!L->h) {
         fprintf(stderr, "dlopen %s: %s\n", path, dlerror());
@@ -78,7 +82,18 @@ static void vlib_open(vlib *L, const char *name)
     }
 }
 
+static void vlib_open(vlib *L, const char *name) { vlib_open_in(L, "lib", name); }
+
 enum { VIS_CAUSAL_NULL, VIS_CAUSAL, VIS_TREE, VIS_RANDOM };
+
+/* Data that random values miss (gcase.special):
+ *   SP_ZERO_Q      Q = 0 (and the rope columns of K): every score is 0, so each output row is
+ *                  exactly the mean of its visible V rows (checked against float64 directly;
+ *                  V is the first 512 columns of K, so K itself cannot be 0)
+ *   SP_MASKED_NANV per request one draft key hidden from every query (its visibility column
+ *                  cleared) whose whole cache row holds NaN, +Inf and -Inf: outputs finite and
+ *                  equal to the reference, which skips the key */
+enum { SP_NONE, SP_ZERO_Q, SP_MASKED_NANV };
 
 typedef struct gcase {
     const char *name;
@@ -88,6 +103,8 @@ typedef struct gcase {
     int q_gap_h, q_gap_t, kv_stride, o_gap_h, o_gap_t, no_lse;
     float sm_scale;
     int hint; /* max_kv_len passed: 0 = the true maximum, 1 = far too small, 2 = 0 (unknown) */
+    int special;   /* SP_* above */
+    int pool_mult; /* pool = pool_mult x the keys used (all the rest NaN); 0 = 1.25x */
 } gcase;
 
 /* Host copy of one call (pointers in args are host pointers until hd_upload). */
@@ -99,6 +116,7 @@ typedef struct hcall {
     uint8_t *vis;
     size_t q_elems, kv_elems, o_elems, lse_elems, idx_bytes;
     int64_t total;
+    int want_lse; /* the device call passes lse (a.lse itself stays NULL on the host) */
 } hcall;
 
 static void hcall_build(const gcase *c, hcall *B)
@@ -128,7 +146,7 @@ static void hcall_build(const gcase *c, hcall *B)
             maxlen = prefix + ql;
     }
     B->total = B->indptr[c->bs];
-    const int64_t num_slots = B->total + B->total / 4 + 7;
+    const int64_t num_slots = c->pool_mult > 0 ? B->total * c->pool_mult + 7 : B->total + B->total / 4 + 7;
     a->num_slots = num_slots;
     /* the hint only sizes the split grid: a wrong or absent one must cost speed, never keys */
     a->max_kv_len = c->hint == 1 ? maxlen / 16 + 1 : c->hint == 2 ? 0 : maxlen;
@@ -180,8 +198,12 @@ static void hcall_build(const gcase *c, hcall *B)
         }
     }
     a->visibility = c->vis == VIS_CAUSAL_NULL ? NULL : B->vis;
+    /* SP_MASKED_NANV needs an explicit visibility matrix (c->vis != VIS_CAUSAL_NULL) */
+    vattn_special_data(a, B->indptr, B->indices, B->vis, B->q, B->kv, c->special == SP_ZERO_Q,
+                       c->special == SP_MASKED_NANV);
     B->o_elems = (size_t)T * a->o_stride_t;
     B->lse_elems = (size_t)T * H;
+    B->want_lse = !c->no_lse;
 }
 
 static void hcall_free(hcall *B)
@@ -278,10 +300,14 @@ static int cpu_reference(const hcall *B, const vlib *cpu, uint16_t *o, float *ls
 }
 
 /* ---- device copy ---- */
+#define GUARD_BYTES 4096 /* keeps o and lse 16-byte aligned */
+#define GUARD_BYTE 0xA5
+
 typedef struct dcall {
     vattn_args a; /* device pointers */
     void *q, *kv, *indptr, *indices, *vis, *o, *lse, *ws;
-    size_t ws_bytes;
+    void *o_alloc, *lse_alloc; /* o / lse with GUARD_BYTES of GUARD_BYTE on each side */
+    size_t o_bytes, lse_bytes, ws_bytes;
 } dcall;
 
 static void dcall_upload(const hcall *B, dcall *D)
@@ -298,15 +324,21 @@ static void dcall_upload(const hcall *B, dcall *D)
     CK(cudaMemcpy(D->indices, B->indices, B->idx_bytes, cudaMemcpyHostToDevice));
     CK(cudaMalloc(&D->vis, (size_t)B->a.bs * B->a.q_len * B->a.q_len));
     CK(cudaMemcpy(D->vis, B->vis, (size_t)B->a.bs * B->a.q_len * B->a.q_len, cudaMemcpyHostToDevice));
-    CK(cudaMalloc(&D->o, B->o_elems * 2));
-    CK(cudaMalloc(&D->lse, B->lse_elems * 4));
+    D->o_bytes = B->o_elems * 2;
+    D->lse_bytes = B->lse_elems * 4;
+    CK(cudaMalloc(&D->o_alloc, D->o_bytes + 2 * GUARD_BYTES));
+    CK(cudaMalloc(&D->lse_alloc, D->lse_bytes + 2 * GUARD_BYTES));
+    CK(cudaMemset(D->o_alloc, GUARD_BYTE, D->o_bytes + 2 * GUARD_BYTES));
+    CK(cudaMemset(D->lse_alloc, GUARD_BYTE, D->lse_bytes + 2 * GUARD_BYTES));
+    D->o = (char *)D->o_alloc + GUARD_BYTES;
+    D->lse = (char *)D->lse_alloc + GUARD_BYTES;
     D->a.q = D->q;
     D->a.kv_cache = D->kv;
     D->a.kv_indptr = D->indptr;
     D->a.kv_indices = D->indices;
     D->a.visibility = B->a.visibility ? D->vis : NULL;
     D->a.o = D->o;
-    D->a.lse = B->a.lse ? D->lse : NULL;
+    D->a.lse = B->want_lse ? D->lse : NULL;
 }
 
 static void dcall_ws(dcall *D, const vlib *L)
@@ -333,6 +365,29 @@ static void dcall_poison(const hcall *B, dcall *D)
     CK(cudaMemset(D->lse, 0xff, B->lse_elems * 4)); /* 0xffffffff = NaN */
 }
 
+/* "" when the four guard regions still hold GUARD_BYTE, else which byte was written */
+static void dcall_guards(const dcall *D, char *why, size_t n)
+{
+    static unsigned char buf[GUARD_BYTES];
+    const struct {
+        const char *name;
+        const char *base;
+        size_t off;
+    } g[4] = {{"o (before)", D->o_alloc, 0},
+              {"o (after)", D->o_alloc, GUARD_BYTES + D->o_bytes},
+              {"lse (before)", D->lse_alloc, 0},
+              {"lse (after)", D->lse_alloc, GUARD_BYTES + D->lse_bytes}};
+    why[0] = 0;
+    for (int k = 0; k < 4 && !why[0]; k++) {
+        CK(cudaMemcpy(buf, g[k].base + g[k].off, GUARD_BYTES, cudaMemcpyDeviceToHost));
+        for (int i = 0; i < GUARD_BYTES; i++)
+            if (buf[i] != GUARD_BYTE) {
+                snprintf(why, n, " guard of %s written at byte %d (0x%02x)", g[k].name, i, buf[i]);
+                break;
+            }
+    }
+}
+
 static void dcall_free(dcall *D)
 {
     cudaFree(D->q);
@@ -340,8 +395,8 @@ static void dcall_free(dcall *D)
     cudaFree(D->indptr);
     cudaFree(D->indices);
     cudaFree(D->vis);
-    cudaFree(D->o);
-    cudaFree(D->lse);
+    cudaFree(D->o_alloc);
+    cudaFree(D->lse_alloc);
     if (D->ws)
         cudaFree(D->ws);
 }

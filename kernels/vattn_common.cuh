@@ -1,0 +1,353 @@
+/*
+ * vattn_common.cuh — device code shared by every kernel of libverify_attn.so: the kernel
+ * parameter block (VattnParams), dtype conversions, request / split / visibility rules, the
+ * ldmatrix / mma.sync / cp.async wrappers, the kv_indices slot ring, and the P V, rescale and
+ * epilogue steps the two fast kernels (v3 in vattn_fast3.cuh, v7 in vattn_fast7.cuh) share.
+ * Kept in one header so the rules that decide which keys a request has, which a query sees and
+ * which slots are valid are written once for the reference and the fast kernels alike.
+ * Only sm_120-legal instructions (mma.sync, ldmatrix, cp.async): no wgmma, tcgen05 or TMA.
+ * Header of the single translation unit verify_attn.cu (everything in an anonymous namespace).
+ */
+#ifndef VATTN_COMMON_CUH
+#define VATTN_COMMON_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "verify_attn.h"
+
+namespace {
+
+constexpr int QK = VATTN_HEAD_DIM_QK;
+constexpr int DV = VATTN_HEAD_DIM_V;
+
+/* ---------------------------------------------------------------- shared helpers ---- */
+
+struct VattnParams {
+    const uint16_t *q;
+    int64_t q_st, q_sh;
+    const uint16_t *kv;
+    int64_t kv_stride;
+    const int32_t *indptr;
+    const void *indices;
+    int idx64;
+    const uint8_t *vis;
+    uint16_t *o;
+    int64_t o_st, o_sh;
+    float *lse;
+    int bs, q_len, H, M; /* M = q_len * H rows per request */
+    int64_t num_slots;
+    float sm_scale, scale_log2;
+    /* fast kernel plan */
+    int mchunks, nsplit, tiles_per_split, mpad;
+    float *ws_o;  /* [bs][nsplit][mpad][512] unnormalised partial O */
+    float2 *ws_ml; /* [bs][nsplit][mpad] (m in log2 units, l) */
+};
+
+template <int FP16> __device__ __forceinline__ float vattn_ld(uint16_t x)
+{
+    if (FP16)
+        return __half2float(__ushort_as_half(x));
+    return __bfloat162float(__ushort_as_bfloat16(x));
+}
+
+template <int FP16> __device__ __forceinline__ uint16_t vattn_st(float f)
+{
+    if (FP16)
+        return __half_as_ushort(__float2half_rn(f));
+    return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+}
+
+template <int FP16> __device__ __forceinline__ uint32_t vattn_pack2(float lo, float hi)
+{
+    if (FP16) {
+        __half2 h = __floats2half2_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&h);
+    }
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+
+__device__ __forceinline__ int64_t vattn_slot(const VattnParams &p, int64_t pos)
+{
+    return p.idx64 ? reinterpret_cast<const int64_t *>(p.indices)[pos]
+                   : (int64_t) reinterpret_cast<const int32_t *>(p.indices)[pos];
+}
+
+/* Request b's key range [start, start + kv_len) in kv_indices, or false when kv_indptr is
+ * inconsistent: such a request gets NaN and its indices are never read. Bounding both ends
+ * by [0, indptr[bs]] keeps every kv_indices read inside the array the caller described. */
+__device__ __forceinline__ bool vattn_request_range(const VattnParams &p, int b, int64_t *start,
+                                                    int64_t *kv_len)
+{
+    int64_t s = p.indptr[b], e = p.indptr[b + 1], total = p.indptr[p.bs];
+    *start = s;
+    *kv_len = e - s;
+    return p.indptr[0] == 0 && s >= 0 && e >= s && e <= total && e - s >= p.q_len;
+}
+
+/* Draft key jj visible to draft query i of request b. */
+__device__ __forceinline__ bool vattn_visible(const VattnParams &p, int b, int i, int64_t jj)
+{
+    if (!p.vis)
+        return jj <= i;
+    return p.vis[((int64_t)b * p.q_len + i) * p.q_len + jj] != 0;
+}
+
+/* ------------------------------------------------------------ fast-kernel tiles ---- */
+
+constexpr int BN = 32;            /* keys per KV tile */
+constexpr int NWARPS = 8;
+constexpr int NTHREADS = NWARPS * 32;
+constexpr int RED_PITCH = BN + 8; /* float2 stores of a half-warp hit 32 distinct banks */
+
+/* Keys [begin, end) of split `sp` of a request with kv_len keys. The split count is fixed by
+ * the grid (sized from the max_kv_len hint, never from data), but each request divides its OWN
+ * length among the splits on the device: a wrong or absent hint costs speed, never keys, and
+ * the partition of a request does not depend on num_slots or on the other requests. */
+__device__ __forceinline__ void vattn_split_range(int64_t kv_len, int sp, int nsplit,
+                                                  int64_t *begin, int64_t *end)
+{
+    const int64_t tiles = (kv_len + BN - 1) / BN;
+    const int64_t tps = (tiles + nsplit - 1) / nsplit;
+    const int64_t b = (int64_t)sp * tps * BN, e = b + tps * BN;
+    *begin = b < kv_len ? b : kv_len;
+    *end = e < kv_len ? e : kv_len;
+}
+
+/* The keys block (row chunk, split sp, request b) of a fast kernel works on: ok = the request's
+ * range is valid; [key_begin, key_end) = split sp of it (empty for a bad request, which reads
+ * nothing); prefix = keys before the draft block; ntiles = BN-key tiles of the split. */
+struct VattnBlockKeys {
+    int64_t start, prefix, key_begin, key_end;
+    int ntiles;
+    bool ok;
+};
+
+__device__ __forceinline__ VattnBlockKeys vattn_block_keys(const VattnParams &p, int b, int sp)
+{
+    VattnBlockKeys k;
+    int64_t kv_len = 0;
+    k.ok = vattn_request_range(p, b, &k.start, &kv_len);
+    k.prefix = kv_len - p.q_len;
+    k.key_begin = k.key_end = 0;
+    if (k.ok)
+        vattn_split_range(kv_len, sp, p.nsplit, &k.key_begin, &k.key_end);
+    k.ntiles = k.key_end > k.key_begin ? (int)((k.key_end - k.key_begin + BN - 1) / BN) : 0;
+    return k;
+}
+
+constexpr int CHUNKS_PER_ROW = QK * 2 / 16; /* 72 cp.async chunks of 16 B per KV row */
+
+__device__ __forceinline__ uint32_t smem_u32(const void *ptr)
+{
+    return (uint32_t)__cvta_generic_to_shared(ptr);
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2,
+                                        uint32_t &r3)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+__device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t &r0, uint32_t &r1,
+                                          uint32_t &r2, uint32_t &r3)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+/* Not volatile: a pure register operation, so ptxas may interleave it with the ldmatrix
+ * loads (which stay volatile so they never cross a barrier). */
+template <int FP16>
+__device__ __forceinline__ void mma16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1)
+{
+    if (FP16)
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n"); }
+
+/* Draft keys of request b that no query with a row in block row chunk mc (bm rows) sees:
+ * hidden[d] = 1 for draft key d (warp 0 writes all VATTN_MAX_Q_LEN entries, 0 when the block's
+ * split holds no draft key). The slot ring drops them (vattn_checked_slot): their rows are
+ * zero-filled, never read. Why: such a key has P = 0 in every row of the block, but mma.sync
+ * computes 0 * V, so an Inf / NaN V row (a draft slot the caller never wrote) would turn the
+ * outputs into NaN where the reference skips the key. For finite V it changes nothing but
+ * possibly the sign of an exact zero (O gains 0 * 0 instead of 0 * V; the key's S is masked to
+ * -inf in every row of the block whatever K holds). Queries of one block
+ * that differ in what they see still share the tile: a key seen by one query of the block is
+ * loaded for all. A byte per key, not a bit mask: one LDS.U8 in the ring, no 64-bit shifts
+ * (v7 runs at the register limit). */
+__device__ __forceinline__ void vattn_hidden_drafts(const VattnParams &p, uint8_t *hidden, int b, int mc, int bm,
+                                                    bool has_draft, int lane)
+{
+    bool seen0 = false, seen1 = false; /* draft keys lane, lane + 32 seen by a query of the block */
+    if (has_draft) { /* uniform over the warp */
+        const int r0 = mc * bm, r1 = min(p.M, r0 + bm) - 1;
+        /* no early exit: the visibility loads of several queries are in flight together (this
+         * runs in the block's prologue, on the path to the first tile) */
+#pragma unroll 4
+        for (int i = r0 / p.H; i <= r1 / p.H; i++) {
+            seen0 |= lane < p.q_len && vattn_visible(p, b, i, lane);
+            seen1 |= lane + 32 < p.q_len && vattn_visible(p, b, i, lane + 32);
+        }
+    }
+    hidden[lane] = has_draft && lane < p.q_len && !seen0;
+    hidden[lane + 32] = has_draft && lane + 32 < p.q_len && !seen1;
+}
+
+/* Slot of a raw kv_indices entry v for the slot ring, key `key` counted from the same origin
+ * as key_end and prefix: -1 (zero-fill) past the split's end, for a slot outside the pool
+ * (which also raises sm.bad: the request becomes NaN; checked first, so a bad slot is found
+ * even when hidden) and for a draft key in sm.hidden (vattn_hidden_drafts). */
+template <class Smem, class I>
+__device__ __forceinline__ int64_t vattn_checked_slot(const VattnParams &p, Smem &sm, int64_t v, I key,
+                                                      I key_end, I prefix)
+{
+    if (key >= key_end)
+        return -1;
+    if (v < 0 || v >= p.num_slots) {
+        sm.bad = 1;
+        return -1;
+    }
+    const I d = key - prefix; /* < q_len <= 64: key < key_end <= prefix + q_len */
+    if (d >= 0 && sm.hidden[d])
+        return -1;
+    return v;
+}
+
+/* Slot of key `key` of the request for the slot ring (vattn_checked_slot). The ring is filled
+ * two tiles ahead by warp 0 so no cp.async waits on a kv_indices load. */
+template <class Smem>
+__device__ __forceinline__ int64_t vattn_ring_slot(const VattnParams &p, Smem &sm, int64_t start,
+                                                   int64_t key, int64_t key_end, int64_t prefix)
+{
+    if (key >= key_end)
+        return -1;
+    return vattn_checked_slot(p, sm, vattn_slot(p, start + key), key, key_end, prefix);
+}
+
+/* O[MT m-tiles from row0][NT n8 tiles] *= alpha of each row (alpha: smem, one per block row). */
+template <int MT, int NT>
+__device__ __forceinline__ void vattn_rescale_o(float (&oacc)[MT][NT][4], const float *alpha, int row0, int lane)
+{
+    const int g = lane >> 2;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        const float a0 = alpha[row0 + mt * 16 + g], a1 = alpha[row0 + mt * 16 + g + 8];
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            oacc[mt][nt][0] *= a0;
+            oacc[mt][nt][1] *= a0;
+            oacc[mt][nt][2] *= a1;
+            oacc[mt][nt][3] *= a1;
+        }
+    }
+}
+
+/* O[MT m-tiles from row0][NT n8 tiles] += P . V over one 32-key tile: P (input dtype) at
+ * smem address paddr(block row, key) (A operand by ldmatrix); V by ldmatrix.trans, this lane's
+ * address for k16 step kk and n8-tile pair np given by vaddr(kk, np) (the caller's layout). */
+template <int FP16, int MT, int NT, class PAddr, class VAddr>
+__device__ __forceinline__ void vattn_pv_tile(float (&oacc)[MT][NT][4], PAddr paddr, VAddr vaddr, int row0,
+                                              int lane)
+{
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++) {
+        uint32_t pa[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+            ldsm_x4(paddr(row0 + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 16 + (lane >> 4) * 8),
+                    pa[mt][0], pa[mt][1], pa[mt][2], pa[mt][3]);
+#pragma unroll
+        for (int np = 0; np < NT / 2; np++) {
+            uint32_t b0, b1, b2, b3;
+            ldsm_x4_t(vaddr(kk, np), b0, b1, b2, b3);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                mma16816<FP16>(oacc[mt][2 * np], pa[mt], b0, b1);
+                mma16816<FP16>(oacc[mt][2 * np + 1], pa[mt], b2, b3);
+            }
+        }
+    }
+}
+
+/* Epilogue of the fast kernels (bm rows per block; this warp holds MT m16 tiles from block
+ * row row0 and NT n8 tiles from output column col0; this thread writes lse or (m, l) of block
+ * row srow, none when -1): with one split, O / l and lse straight to the outputs; else the
+ * split's unnormalised O and (m, l) for the combine kernel (NaN m marks a bad request).
+ * m, l: the rows' final softmax state (m in log2 units). */
+template <int FP16, int MT, int NT>
+__device__ __forceinline__ void vattn_fast_epilogue(const VattnParams &p, const float *m, const float *l,
+                                                    bool nan_out, float (&oacc)[MT][NT][4], int bm, int row0,
+                                                    int col0, int mc, int sp, int b, int lane, int srow)
+{
+    const int g = lane >> 2, t4 = lane & 3;
+    if (p.nsplit == 1) {
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int hr = 0; hr < 2; hr++) {
+                const int row = row0 + mt * 16 + g + hr * 8, r = mc * bm + row;
+                if (r >= p.M)
+                    continue;
+                const int i = r / p.H, h = r % p.H;
+                const float inv = l[row] == 0.0f ? 0.0f : 1.0f / l[row];
+                uint16_t *o = p.o + ((int64_t)b * p.q_len + i) * p.o_st + h * p.o_sh + col0 + 2 * t4;
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    const float v0 = nan_out ? NAN : oacc[mt][nt][2 * hr] * inv;
+                    const float v1 = nan_out ? NAN : oacc[mt][nt][2 * hr + 1] * inv;
+                    *reinterpret_cast<uint32_t *>(o + nt * 8) = vattn_pack2<FP16>(v0, v1);
+                }
+            }
+        if (p.lse && srow >= 0) {
+            const int r = mc * bm + srow;
+            if (r < p.M) {
+                const float v = nan_out ? NAN
+                                : l[srow] == 0.0f ? -INFINITY
+                                                  : (m[srow] + log2f(l[srow])) * 0.69314718055994531f;
+                p.lse[((int64_t)b * p.q_len + r / p.H) * p.H + r % p.H] = v;
+            }
+        }
+        return;
+    }
+    const int64_t pbase = ((int64_t)b * p.nsplit + sp) * p.mpad + (int64_t)mc * bm;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const int row = row0 + mt * 16 + g + hr * 8;
+            float *o = p.ws_o + (pbase + row) * DV + col0 + 2 * t4;
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+                *reinterpret_cast<float2 *>(o + nt * 8) = make_float2(oacc[mt][nt][2 * hr], oacc[mt][nt][2 * hr + 1]);
+        }
+    if (srow >= 0)
+        p.ws_ml[pbase + srow] = make_float2(nan_out ? NAN : m[srow], l[srow]);
+}
+
+} /* namespace */
+
+#endif /* VATTN_COMMON_CUH */

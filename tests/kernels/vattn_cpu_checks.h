@@ -1,0 +1,227 @@
+/*
+ * vattn_cpu_checks.h — the parts of test_verify_cpu.c that are not the random-case table: the
+ * argument-validation table (each bad argument must give its exact status code and leave the
+ * outputs untouched), the misc ABI checks (status strings, version, backend) and the perturbed
+ * test build (it must differ in exactly its one documented element). Included by
+ * test_verify_cpu.c after its case builder (built, build, poison, unbuild, g_fail), which
+ * these checks reuse; kept apart so each file reads alone and stays short.
+ */
+#ifndef VATTN_CPU_CHECKS_H
+#define VATTN_CPU_CHECKS_H
+
+/* ---- argument validation ---- */
+typedef void (*mutate_fn)(built *B);
+#define M(name, body) \
+    static void name(built *B) { vattn_args *a = &B->a; (void)a; body; }
+M(m_none, )
+M(m_struct0, a->struct_size = 0)
+M(m_struct_small, a->struct_size = sizeof(vattn_args) - 8)
+M(m_struct_big, a->struct_size = sizeof(vattn_args) + 64)
+M(m_reserved, a->reserved0 = 1)
+M(m_q_null, a->q = NULL)
+M(m_kv_null, a->kv_cache = NULL)
+M(m_indptr_null, a->kv_indptr = NULL)
+M(m_indices_null, a->kv_indices = NULL)
+M(m_o_null, a->o = NULL)
+M(m_lse_null, a->lse = NULL)
+M(m_vis_null, a->visibility = NULL)
+M(m_dtype, a->dtype = 2)
+M(m_dtype_neg, a->dtype = -1)
+M(m_itype, a->index_type = 7)
+M(m_bs0, a->bs = 0)
+M(m_bs_neg, a->bs = -3)
+M(m_q0, a->q_len = 0)
+M(m_q65, a->q_len = 65)
+M(m_h0, a->num_heads = 0)
+M(m_h129, a->num_heads = 129)
+M(m_slots0, a->num_slots = 0)
+M(m_maxkv_neg, a->max_kv_len = -1)
+M(m_qsh, a->q_stride_h = 575)
+M(m_qst, a->q_stride_t = (a->num_heads - 1) * a->q_stride_h + 575)
+M(m_qst_neg, a->q_stride_t = -a->q_stride_t)
+M(m_kvs, a->kv_stride = 575)
+M(m_kvs_huge, a->kv_stride = (int64_t)1 << 61)
+M(m_osh, a->o_stride_h = 511)
+M(m_ost, a->o_stride_t = (a->num_heads - 1) * a->o_stride_h + 511)
+M(m_ost_huge, a->o_stride_t = INT64_MAX / 2)
+M(m_scale0, a->sm_scale = 0.0f)
+M(m_scale_neg, a->sm_scale = -0.0625f)
+M(m_scale_nan, a->sm_scale = NAN)
+M(m_scale_inf, a->sm_scale = INFINITY)
+M(m_q_misal, a->q = (const char *)a->q + 1)
+M(m_idx_misal, a->kv_indices = (const char *)a->kv_indices + 2)
+M(m_lse_misal, a->lse = (float *)((char *)a->lse + 2))
+M(m_ws_null, B->ws = NULL)
+M(m_ws_small, B->ws_bytes -= 1)
+M(m_ws_misal, B->ws = (char *)B->ws + 4; B->ws_bytes -= 0)
+M(m_indptr0, B->indptr[0] = 1)
+M(m_indptr_dec, B->indptr[2] = B->indptr[1] - 1)
+M(m_kvlen_short, B->indptr[1] = B->indptr[0] + a->q_len - 1)
+M(m_idx_neg, if (a->index_type == VATTN_INDEX_INT64) ((int64_t *)B->indices)[3] = -1;
+  else ((int32_t *)B->indices)[3] = -1)
+M(m_idx_big, if (a->index_type == VATTN_INDEX_INT64) ((int64_t *)B->indices)[5] = a->num_slots;
+  else ((int32_t *)B->indices)[5] = (int32_t)a->num_slots)
+
+typedef struct vcase {
+    const char *name;
+    mutate_fn fn;
+    int expect;
+} vcase;
+
+static const vcase vcases[] = {
+    {"valid", m_none, VATTN_OK},
+    {"struct_size=0", m_struct0, VATTN_ERR_STRUCT_SIZE},
+    {"struct_size short", m_struct_small, VATTN_ERR_STRUCT_SIZE},
+    {"struct_size larger (newer caller)", m_struct_big, VATTN_OK},
+    {"reserved0!=0", m_reserved, VATTN_ERR_STRUCT_SIZE},
+    {"q NULL", m_q_null, VATTN_ERR_NULL_POINTER},
+    {"kv_cache NULL", m_kv_null, VATTN_ERR_NULL_POINTER},
+    {"kv_indptr NULL", m_indptr_null, VATTN_ERR_NULL_POINTER},
+    {"kv_indices NULL", m_indices_null, VATTN_ERR_NULL_POINTER},
+    {"o NULL", m_o_null, VATTN_ERR_NULL_POINTER},
+    {"lse NULL (optional)", m_lse_null, VATTN_OK},
+    {"visibility NULL (causal)", m_vis_null, VATTN_OK},
+    {"dtype=2", m_dtype, VATTN_ERR_DTYPE},
+    {"dtype=-1", m_dtype_neg, VATTN_ERR_DTYPE},
+    {"index_type=7", m_itype, VATTN_ERR_INDEX_TYPE},
+    {"bs=0", m_bs0, VATTN_ERR_BATCH},
+    {"bs=-3", m_bs_neg, VATTN_ERR_BATCH},
+    {"q_len=0", m_q0, VATTN_ERR_Q_LEN},
+    {"q_len=65", m_q65, VATTN_ERR_Q_LEN},
+    {"num_heads=0", m_h0, VATTN_ERR_HEADS},
+    {"num_heads=129", m_h129, VATTN_ERR_HEADS},
+    {"num_slots=0", m_slots0, VATTN_ERR_NUM_SLOTS},
+    {"max_kv_len=-1", m_maxkv_neg, VATTN_ERR_NUM_SLOTS},
+    {"q_stride_h=575", m_qsh, VATTN_ERR_STRIDE},
+    {"q_stride_t overlaps heads", m_qst, VATTN_ERR_STRIDE},
+    {"q_stride_t negative", m_qst_neg, VATTN_ERR_STRIDE},
+    {"kv_stride=575", m_kvs, VATTN_ERR_STRIDE},
+    {"kv_stride*num_slots overflows", m_kvs_huge, VATTN_ERR_STRIDE},
+    {"o_stride_h=511", m_osh, VATTN_ERR_STRIDE},
+    {"o_stride_t overlaps heads", m_ost, VATTN_ERR_STRIDE},
+    {"o_stride_t*T overflows", m_ost_huge, VATTN_ERR_STRIDE},
+    {"sm_scale=0", m_scale0, VATTN_ERR_SCALE},
+    {"sm_scale<0", m_scale_neg, VATTN_ERR_SCALE},
+    {"sm_scale=NaN", m_scale_nan, VATTN_ERR_SCALE},
+    {"sm_scale=inf", m_scale_inf, VATTN_ERR_SCALE},
+    {"q misaligned", m_q_misal, VATTN_ERR_ALIGNMENT},
+    {"kv_indices misaligned", m_idx_misal, VATTN_ERR_ALIGNMENT},
+    {"lse misaligned", m_lse_misal, VATTN_ERR_ALIGNMENT},
+    {"workspace NULL", m_ws_null, VATTN_ERR_WORKSPACE},
+    {"workspace 1 byte short", m_ws_small, VATTN_ERR_WORKSPACE},
+    {"workspace misaligned", m_ws_misal, VATTN_ERR_ALIGNMENT},
+    {"kv_indptr[0]!=0", m_indptr0, VATTN_ERR_INDPTR},
+    {"kv_indptr decreasing", m_indptr_dec, VATTN_ERR_INDPTR},
+    {"kv_len<q_len", m_kvlen_short, VATTN_ERR_INDPTR},
+    {"kv_indices entry -1", m_idx_neg, VATTN_ERR_INDEX_RANGE},
+    {"kv_indices entry = num_slots", m_idx_big, VATTN_ERR_INDEX_RANGE},
+};
+
+static void run_validation(int idx64)
+{
+    /* bs 3, q_len 4, H 4, prefixes >= 4 so indices [3] and [5] exist in request 0 */
+    static const tcase base = {"validation", 3, 4, 4, 9, 0, VIS_TREE, 0, 0, 0, 0, 576, 0, 0, 0, 0.0625f, SP_NONE};
+    for (size_t k = 0; k < sizeof vcases / sizeof vcases[0]; k++) {
+        tcase c = base;
+        c.idx64 = idx64;
+        g_rng = 0x1234567 + k;
+        built B;
+        build(&c, &B);
+        void *ws_orig = B.ws;
+        vcases[k].fn(&B);
+        poison(&B);
+        int rc = vattn_verify(&B.a, B.ws, B.ws_bytes, NULL);
+        int untouched = 1;
+        const uint16_t p = POISON_BF16;
+        if (vcases[k].expect != VATTN_OK) {
+            for (size_t i = 0; i < B.o_elems; i++)
+                untouched &= B.o[i] == p;
+            for (size_t i = 0; i < B.lse_elems; i++)
+                untouched &= isnan(B.lse[i]);
+        }
+        int ok = rc == vcases[k].expect && untouched;
+        if (!ok)
+            g_fail++;
+        printf("%s validation %-34s %s -> %d (%s)%s\n", ok ? "PASS" : "FAIL", vcases[k].name,
+               idx64 ? "i64" : "i32", rc, vattn_status_string(rc),
+               untouched ? "" : " : OUTPUT WRITTEN");
+        if (rc != vcases[k].expect)
+            printf("     expected %d (%s)\n", vcases[k].expect,
+                   vattn_status_string(vcases[k].expect));
+        B.ws = ws_orig;
+        unbuild(&B);
+    }
+    /* the NULL args pointer */
+    int rc = vattn_verify(NULL, NULL, 0, NULL);
+    printf("%s validation args=NULL -> %d\n", rc == VATTN_ERR_NULL_ARGS ? "PASS" : "FAIL", rc);
+    g_fail += rc != VATTN_ERR_NULL_ARGS;
+}
+
+static void run_misc(void)
+{
+    int ok = 1;
+    /* every status has its own message; unknown codes get the generic one */
+    for (int i = 0; i < VATTN_STATUS_COUNT; i++) {
+        const char *s = vattn_status_string(i);
+        ok &= s && *s && strcmp(s, vattn_status_string(-1)) != 0;
+        for (int j = 0; j < i; j++)
+            ok &= strcmp(s, vattn_status_string(j)) != 0;
+    }
+    ok &= vattn_status_string(VATTN_STATUS_COUNT) == vattn_status_string(-1);
+    ok &= vattn_abi_version() == VATTN_ABI_VERSION && strcmp(vattn_backend(), "cpu") == 0;
+    ok &= vattn_last_cuda_error() && vattn_last_cuda_error()[0] == 0;
+    vattn_args a = {.bs = 0, .q_len = 1, .num_heads = 1, .num_slots = 1};
+    ok &= vattn_workspace_size(&a) == (size_t)-1 && vattn_workspace_size(NULL) == (size_t)-1;
+    printf("%s misc: status strings, abi version, backend, workspace_size(invalid)\n",
+           ok ? "PASS" : "FAIL");
+    g_fail += !ok;
+}
+
+/* The perturbed test build must differ from this library in exactly its documented element:
+ * (last request, first draft token, last head, channel 77), by about +0.5. */
+static void run_perturbed(void)
+{
+    char exe[PATH_MAX], path[PATH_MAX + 64];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        printf("FAIL perturbed: cannot read /proc/self/exe\n");
+        g_fail++;
+        return;
+    }
+    exe[n] = 0;
+    snprintf(path, sizeof path, "%s/libverify_attn_cpu_perturbed.so", dirname(exe));
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        printf("FAIL perturbed: dlopen %s: %s\n", path, dlerror());
+        g_fail++;
+        return;
+    }
+    int (*pv)(const vattn_args *, void *, size_t, void *) =
+        (int (*)(const vattn_args *, void *, size_t, void *))dlsym(h, "vattn_verify");
+    tcase c = cases[2]; /* bs 2, q 16, H 16 */
+    g_rng = 99;
+    built B;
+    build(&c, &B);
+    poison(&B);
+    int rc0 = vattn_verify(&B.a, B.ws, B.ws_bytes, NULL);
+    uint16_t *o0 = malloc(B.o_elems * 2);
+    memcpy(o0, B.o, B.o_elems * 2);
+    poison(&B);
+    int rc1 = pv ? pv(&B.a, B.ws, B.ws_bytes, NULL) : -1;
+    const vattn_args *a = &B.a;
+    size_t target = (size_t)((a->bs - 1) * a->q_len) * a->o_stride_t +
+                    (size_t)(a->num_heads - 1) * a->o_stride_h + 77;
+    size_t ndiff = 0;
+    for (size_t i = 0; i < B.o_elems; i++)
+        ndiff += o0[i] != B.o[i];
+    double d = dec(B.o[target], 0) - dec(o0[target], 0);
+    int ok = rc0 == 0 && rc1 == 0 && ndiff == 1 && o0[target] != B.o[target] && fabs(d - 0.5) < 0.02;
+    printf("%s perturbed build: %zu element(s) differ, delta at documented element %.4f\n",
+           ok ? "PASS" : "FAIL", ndiff, d);
+    g_fail += !ok;
+    free(o0);
+    unbuild(&B);
+    dlclose(h);
+}
+
+#endif /* VATTN_CPU_CHECKS_H */

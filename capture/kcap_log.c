@@ -14,8 +14,14 @@
  *    At load time fd 2 is duplicated (F_DUPFD_CLOEXEC, high number) and its identity (st_dev,
  *    st_ino) kept; a line goes to fd 2 only while fd 2 is still that file, else to the
  *    duplicate (if it is still that file), else nowhere.
+ *  - stderr is a pipe or socket nobody drains (a supervisor, `Popen(stderr=PIPE)` never read):
+ *    a blocking write would stall the host's calling thread, and its exit, forever. For a
+ *    pipe/FIFO the line goes through our own non-blocking descriptor of the same pipe (opened
+ *    through /proc/self/fd/2 at load: a new open file description, so the host's stderr keeps
+ *    its flags); for a socket, send(MSG_DONTWAIT). A full pipe drops the line.
  * The line is formatted into a static buffer under a mutex, not on the caller's stack: the
- * capture path runs on host threads that may have tiny stacks.
+ * capture path runs on host threads that may have tiny stacks; the mutex is never held
+ * across a write that can block.
  */
 #include "kcap_cap.h"
 
@@ -25,6 +31,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +42,8 @@ static int g_err_dup = -1;           /* our duplicate of the original stderr */
 static dev_t g_err_dev;
 static ino_t g_err_ino;
 static int g_err_known;              /* fd 2 was open at load time */
+static int g_err_nb = -1;            /* pipe/FIFO stderr: our non-blocking descriptor of it */
+static int g_err_sock;               /* stderr is a socket: send(MSG_DONTWAIT) */
 static pthread_mutex_t g_log_lock = PTHREAD_MUTEX_INITIALIZER;
 static char g_line[1200];
 
@@ -50,6 +59,17 @@ __attribute__((constructor(102))) static void kcap_log_ctor(void)
     g_err_dup = fcntl(2, F_DUPFD_CLOEXEC, 700);
     if (g_err_dup < 0)
         g_err_dup = fcntl(2, F_DUPFD_CLOEXEC, 3);
+    g_err_sock = S_ISSOCK(st.st_mode);
+    if (S_ISFIFO(st.st_mode)) {
+        int fd = open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0) {
+            g_err_nb = fcntl(fd, F_DUPFD_CLOEXEC, 700);
+            if (g_err_nb < 0)
+                g_err_nb = fd;
+            else
+                close(fd);
+        }
+    }
 }
 
 static int kcap_is_orig_stderr(int fd)
@@ -79,7 +99,13 @@ static void kcap_write_nosigpipe(int fd, const char *buf, size_t len)
     if (!sigpending(&pend))
         had_pending = sigismember(&pend, SIGPIPE);
     int save = errno;
-    ssize_t w = write(fd, buf, len);
+    ssize_t w;
+    if (g_err_nb >= 0)
+        w = write(g_err_nb, buf, len); /* EAGAIN when full: the line is dropped */
+    else if (g_err_sock)
+        w = send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    else
+        w = write(fd, buf, len);
     if (w < 0 && errno == EPIPE && !had_pending) {
         struct timespec zero = {0, 0};
         sigtimedwait(&pipe_set, NULL, &zero);

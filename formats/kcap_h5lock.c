@@ -63,3 +63,11 @@ const char *kcap_h5_errtext(char *buf, size_t n)
             *c = ' ';
     return buf;
 }
+
+/* After fork the child's copy of the mutex may be owned by a thread that does not exist
+ * there (the parent holds it across fork on purpose): start the child with a fresh one. */
+void kcap_h5_lock_reset_in_child(void)
+{
+    pthread_once(&h5_once, h5_init);
+    h5_init();
+}

@@ -1,0 +1,185 @@
+/*
+ * kcap_sandbox.c — libhdf5 meets an untrusted file in a child process first.
+ *
+ * The seal is an unkeyed checksum: anyone can mutate a snapshot and recompute it, and
+ * libhdf5 1.10's parser is not hardened (about 0.3% of lightly mutated, resealed files
+ * crash it with SIGSEGV/SIGABRT in H5Lget_name_by_idx, H5Dread, ...; some loop). So before
+ * this process parses a file, a forked child runs the PROBE read on it (every libhdf5 call
+ * the real read makes, the same bytes through the same fd, no decoding) under an address-
+ * space limit and a deadline, and reports back through a pipe. A crash, a hang or a blown
+ * memory limit in the child refuses that one file with a message saying so; the caller
+ * (kcap check DIR, kcap replay DIR) goes on with the next. The child's own refusal (a
+ * clean error) is returned as is, so the file is not parsed in-process at all.
+ *
+ * Cost: one fork + one metadata parse + one raw read of the stored chunks (page cache)
+ * per file (docs/RELIABILITY-readers.md has the figures). KCAP_READ_SANDBOX=0 turns it off
+ * (for debugging the reader in-process; never for files you did not write).
+ * Residual risk: a file rewritten by someone else between the probe and the read.
+ */
+#include "kcap_read_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define KCAP_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KCAP_ASAN 1
+#endif
+#endif
+
+/* Address space the child may add to what it inherited (libhdf5's metadata cache, chunk
+ * buffers of at most KCAP_STREAM_BYTES, slabs). */
+#define PROBE_EXTRA_AS ((uint64_t)2 << 30)
+/* Deadline: a base plus time to read the file at a slow disk's 100 MB/s. */
+#define PROBE_BASE_MS 20000
+#define PROBE_MS_PER_100MB 1000
+
+typedef struct probe_msg {
+    int code;
+    char msg[sizeof(((kcap_error *)0)->msg)];
+} probe_msg;
+
+int kcap_sandbox_enabled(void)
+{
+    const char *e = getenv("KCAP_READ_SANDBOX");
+    return !(e && !strcmp(e, "0"));
+}
+
+static uint64_t vm_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long pages = 0;
+    if (f) {
+        if (fscanf(f, "%llu", &pages) != 1)
+            pages = 0;
+        fclose(f);
+    }
+    long psz = sysconf(_SC_PAGESIZE);
+    return (uint64_t)pages * (uint64_t)(psz > 0 ? psz : 4096);
+}
+
+static void child(int fd, const char *path, int wfd, uint64_t as_limit, unsigned secs)
+{
+    kcap_h5_lock_reset_in_child();
+    struct rlimit rl = {0, 0};
+    setrlimit(RLIMIT_CORE, &rl); /* a crash here is an answer, not a core file */
+#ifndef KCAP_ASAN /* ASan reserves terabytes of shadow: no address-space limit there */
+    rl.rlim_cur = rl.rlim_max = (rlim_t)as_limit;
+    setrlimit(RLIMIT_AS, &rl);
+#else
+    (void)as_limit;
+#endif
+    signal(SIGALRM, SIG_DFL);
+    alarm(secs + 1); /* backstop if the parent is gone */
+    probe_msg m;
+    memset(&m, 0, sizeof m);
+    kcap_error e = {0};
+    m.code = kcap_read_fd(fd, path, KCAP_RMODE_PROBE, NULL, NULL, &e);
+    memcpy(m.msg, e.msg, sizeof m.msg);
+    size_t off = 0;
+    while (off < sizeof m) {
+        ssize_t w = write(wfd, (char *)&m + off, sizeof m - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+    _exit(0); /* no atexit handlers: libhdf5's would close the parent's files */
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int kcap_sandbox_probe(int fd, const char *path, kcap_error *err)
+{
+    struct stat st;
+    int64_t ms = PROBE_BASE_MS;
+    if (!fstat(fd, &st))
+        ms += (int64_t)(st.st_size / 100000000) * PROBE_MS_PER_100MB;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC))
+        return kcap_error_set(err, KCAP_ERR_IO, "%s: cannot validate it in a child process: "
+                              "pipe: %s", path, strerror(errno));
+    uint64_t as = vm_bytes() + PROBE_EXTRA_AS;
+    fflush(NULL); /* nothing buffered is written twice */
+    kcap_h5_lock(); /* no other thread is inside libhdf5 while the child is made */
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        child(fd, path, p[1], as, (unsigned)(ms / 1000));
+    }
+    int fork_errno = errno;
+    kcap_h5_unlock();
+    close(p[1]);
+    if (pid < 0) {
+        close(p[0]);
+        return kcap_error_set(err, KCAP_ERR_IO, "%s: cannot validate it in a child process: "
+                              "fork: %s", path, strerror(fork_errno));
+    }
+    probe_msg m;
+    size_t got = 0;
+    int64_t deadline = now_ms() + ms;
+    int timed_out = 0;
+    while (got < sizeof m) {
+        int64_t left = deadline - now_ms();
+        if (left <= 0) {
+            timed_out = 1;
+            break;
+        }
+        struct pollfd pf = {p[0], POLLIN, 0};
+        int pr = poll(&pf, 1, (int)(left > 1000 ? 1000 : left));
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr <= 0)
+            continue;
+        ssize_t r = read(p[0], (char *)&m + got, sizeof m - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break; /* the child died without answering */
+        got += (size_t)r;
+    }
+    close(p[0]);
+    if (timed_out)
+        kill(pid, SIGKILL);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (timed_out)
+        return kcap_error_set(err, KCAP_ERR_CORRUPT, "%s: refused: libhdf5 did not finish "
+                              "parsing it within %lld s (a malformed HDF5 structure behind a "
+                              "valid seal)", path, (long long)(ms / 1000));
+    if (got == sizeof m) {
+        m.msg[sizeof m.msg - 1] = '\0';
+        if (m.code == KCAP_OK)
+            return KCAP_OK;
+        return kcap_error_set(err, m.code, "%s", m.msg);
+    }
+    if (WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        return kcap_error_set(err, KCAP_ERR_CORRUPT, "%s: refused: libhdf5 crashed parsing it "
+                              "(signal %d, %s%s; a malformed HDF5 structure behind a valid "
+                              "seal)", path, sig, strsignal(sig),
+                              sig == SIGKILL || sig == SIGSEGV ? ", or out of memory" : "");
+    }
+    return kcap_error_set(err, KCAP_ERR_CORRUPT, "%s: refused: the validating child process "
+                          "exited with status %d without an answer (libhdf5 failed on it)",
+                          path, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}

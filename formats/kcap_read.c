@@ -430,12 +430,12 @@ int kcap_read_fd(int fd, const char *path, int mode, kcap_snapshot **out, size_t
     H5Pset_file_locking(fapl, 0, 1); /* sealed files are immutable */
 #endif
     hid_t f = H5Fopen(access(h5name, F_OK) ? path : h5name, H5F_ACC_RDONLY, fapl);
-    H5Pclose(fapl);
-    if (f < 0) {
+    if (f < 0) { /* before H5Pclose: every libhdf5 API call clears the error stack */
         char buf[400];
-        rc = kcap_error_set(err, KCAP_ERR_NOT_SNAPSHOT, "%s: HDF5 cannot open it: %s", path,
+        rc = kcap_error_set(err, KCAP_ERR_CORRUPT, "%s: HDF5 cannot open it: %s", path,
                             kcap_h5_errtext(buf, sizeof buf));
     }
+    H5Pclose(fapl);
     if (rc == KCAP_OK)
         rc = read_meta(&r, f, &s->meta);
     if (rc == KCAP_OK)

@@ -258,7 +258,7 @@ static int read_tensor(kcap_rctx *r, hid_t d, kcap_snapshot *s, kcap_dir dir, co
         *stored = ns;
         ns[(*nstored)++] = (size_t)stsize;
     }
-    if (r->mode == KCAP_RMODE_HEADER)
+    if ((rc = kcap_read_storage_ok(r, d, full)) || r->mode == KCAP_RMODE_HEADER)
         goto out;
     kcap_xxh64_reset(&sink.h, 0);
     kcap_xxh64_reset(&sink.rh, 0);
@@ -326,10 +326,10 @@ static int read_meta(kcap_rctx *r, hid_t f, kcap_meta *m)
         return kcap_error_set(r->err, KCAP_ERR_NOT_SNAPSHOT, "%s: /: %s kcap_format_major "
                               "attribute: not a kcap snapshot", r->path,
                               a == 1 ? "no" : "malformed");
-    if (v != KCAP_FORMAT_MAJOR)
-        return kcap_error_set(r->err, KCAP_ERR_VERSION, "%s: snapshot format major version "
-                              "%lld is not supported (this kcap reads %d.x)", r->path,
-                              (long long)v, KCAP_FORMAT_MAJOR);
+    if (v != KCAP_FORMAT_MAJOR) /* the seal, checked first, said KCAP_FORMAT_MAJOR */
+        return kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: /: corrupt: kcap_format_major "
+                              "attribute is %lld but the seal says %d (damaged or forged)",
+                              r->path, (long long)v, KCAP_FORMAT_MAJOR);
     m->format_major = (int)v;
     kcap_h5_attr_get_i64(f, "kcap_format_minor", &v);
     m->format_minor = (int)v;

@@ -326,13 +326,13 @@ static int read_slabs(kcap_rctx *r, hid_t d, const kcap_tensor *t, const char *f
     return rc;
 }
 
-int kcap_read_data(kcap_rctx *r, hid_t d, kcap_tensor *t, const char *full, kcap_rsink *sink)
+int kcap_read_storage_ok(kcap_rctx *r, hid_t d, const char *full)
 {
     hid_t dcpl = H5Dget_create_plist(d);
     if (dcpl < 0)
         return kcap_read_h5err(r, KCAP_ERR_CORRUPT, full, "reading the dataset layout");
     H5D_layout_t lay = H5Pget_layout(dcpl);
-    int next = H5Pget_external_count(dcpl), rc = 1;
+    int next = H5Pget_external_count(dcpl), rc = KCAP_OK;
     /* raw data in another file (e.g. /etc/passwd) or mapped from other datasets: never */
     if (next != 0)
         rc = kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: declares external raw storage "
@@ -343,8 +343,20 @@ int kcap_read_data(kcap_rctx *r, hid_t d, kcap_tensor *t, const char *full, kcap
                             "from other datasets or files); refused", r->path, full);
     else if (lay < 0)
         rc = kcap_read_h5err(r, KCAP_ERR_CORRUPT, full, "reading the dataset layout");
-    else if (lay == H5D_CHUNKED)
-        rc = read_fast(r, d, dcpl, t, full, sink);
+    H5Pclose(dcpl);
+    return rc;
+}
+
+int kcap_read_data(kcap_rctx *r, hid_t d, kcap_tensor *t, const char *full, kcap_rsink *sink)
+{
+    int rc = kcap_read_storage_ok(r, d, full);
+    if (rc)
+        return rc;
+    hid_t dcpl = H5Dget_create_plist(d);
+    if (dcpl < 0)
+        return kcap_read_h5err(r, KCAP_ERR_CORRUPT, full, "reading the dataset layout");
+    H5D_layout_t lay = H5Pget_layout(dcpl);
+    rc = lay == H5D_CHUNKED ? read_fast(r, d, dcpl, t, full, sink) : 1;
     H5Pclose(dcpl);
     if (rc != 1)
         return rc;

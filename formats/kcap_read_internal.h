@@ -53,9 +53,10 @@ typedef struct kcap_rctx {
 
 void kcap_rctx_free(kcap_rctx *r);
 /* Reads (or in PROBE mode walks) the data of dataset d into t->data (t->data NULL:
- * stream into `sink` only). Refuses external raw storage and virtual datasets. Caller holds
- * the HDF5 lock. */
+ * stream into `sink` only). Caller holds the HDF5 lock. */
 int kcap_read_data(kcap_rctx *r, hid_t d, kcap_tensor *t, const char *full, kcap_rsink *sink);
+/* Refuses external raw storage and virtual datasets (every mode, headers too). */
+int kcap_read_storage_ok(kcap_rctx *r, hid_t d, const char *full);
 /* HDF5 error text appended to "path: obj: what: ". */
 int kcap_read_h5err(kcap_rctx *r, int code, const char *obj, const char *what);
 

@@ -66,7 +66,8 @@ $(FORMATS_FUZZ): tests/formats/fuzz_reader.c $(FORMATS_SRCS) common/kcap_error.c
 ALL_TARGETS += $(FORMATS_FUZZ)
 endif
 
-FORMATS_SCRIPTS := tests/formats/test_h5tools.sh tests/formats/test_cli.sh tests/formats/test_fuzz.sh
+FORMATS_SCRIPTS := tests/formats/test_h5tools.sh tests/formats/test_cli.sh tests/formats/test_fuzz.sh \
+	tests/formats/test_bounded.sh
 TESTS += $(FORMATS_SCRIPTS)
 ASAN_TESTS += tests/formats/test_cli.sh
 

@@ -20,6 +20,9 @@
 #include <unistd.h>
 
 #define MAX_LINKS 256
+/* Argument names of a call description: anything else in a file is refused, so names
+ * quoted in later messages are plain text. */
+#define NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
 /* Declared raw bytes a reader accepts by default (FORMAT.md "Reader limits"). */
 #define DEFAULT_DECLARED_MAX ((uint64_t)64 << 30)
 
@@ -94,6 +97,12 @@ static int list_links(kcap_rctx *r, hid_t g, const char *gname, link_list *ll)
         if (H5Lget_name_by_idx(g, ".", idx, H5_ITER_INC, (hsize_t)i, ll->names[i],
                                KCAP_NAME_MAX, H5P_DEFAULT) < 0)
             return kcap_read_h5err(r, KCAP_ERR_CORRUPT, gname, "listing");
+        if (ll->names[i][strspn(ll->names[i], NAME_CHARS)]) {
+            char shown[4 * KCAP_NAME_MAX];
+            return kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: entry %d has a name with "
+                                  "characters outside [A-Za-z0-9_.-]: %s", r->path, gname, i,
+                                  kcap_printable(shown, sizeof shown, ll->names[i]));
+        }
         char full[96];
         snprintf(full, sizeof full, "%s/%s", gname, ll->names[i]);
         int rc = check_hard_link(r, g, ll->names[i], full);
@@ -385,9 +394,10 @@ static int validate(const char *path, kcap_snapshot *s, int mode, const rowh *rh
 {
     const kcap_call_desc *d = kcap_call_find(s->meta.call);
     int rc;
+    char shown[4 * KCAP_NAME_MAX];
     if (!d)
         return kcap_error_set(err, KCAP_ERR_UNKNOWN_CALL, "%s: call '%s' has no description in "
-                              "this kcap", path, s->meta.call);
+                              "this kcap", path, kcap_printable(shown, sizeof shown, s->meta.call));
     if (d->abi_version != s->meta.abi_version)
         return kcap_error_set(err, KCAP_ERR_VERSION, "%s: call %s ABI version %d, this kcap "
                               "describes version %d", path, d->name, s->meta.abi_version,

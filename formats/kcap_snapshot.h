@@ -152,6 +152,12 @@ int kcap_snapshot_check(const char *path, kcap_error *err);
 /* Register the zstd filter (id 32015) with the in-process libhdf5; idempotent. */
 int kcap_h5zstd_register(void);
 
+/* Copies src into dst (n bytes, NUL-terminated, truncated) with every byte that is not
+ * printable ASCII, and the backslash, written as \xNN: every string that comes from a file
+ * (metadata, names, paths) is printed through this, so terminal escape sequences stored
+ * in a snapshot stay inert. Returns dst. */
+const char *kcap_printable(char *dst, size_t n, const char *src);
+
 /* XXH64 of a buffer (seed 0), used for tensor checksums and lib_hash. */
 uint64_t kcap_xxh64(const void *data, size_t len, uint64_t seed);
 

@@ -164,8 +164,10 @@ int kcap_dirwalk(char *const *args, int nargs, int recurse, kcap_filelist *out, 
         kcap_filelist_free(out);
         return kcap_error_set(err, KCAP_ERR_NOMEM, "out of memory listing snapshot files");
     }
-    qsort(out->paths, (size_t)out->n, sizeof *out->paths, cmp_str);
-    qsort(out->tmp, (size_t)out->ntmp, sizeof *out->tmp, cmp_tmp);
+    if (out->n) /* qsort's base may not be NULL, even for 0 elements */
+        qsort(out->paths, (size_t)out->n, sizeof *out->paths, cmp_str);
+    if (out->ntmp)
+        qsort(out->tmp, (size_t)out->ntmp, sizeof *out->tmp, cmp_tmp);
     return KCAP_OK;
 }
 

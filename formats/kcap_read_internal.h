@@ -22,8 +22,9 @@ enum { KCAP_RMODE_FULL, KCAP_RMODE_HEADER, KCAP_RMODE_CHECK, KCAP_RMODE_PROBE };
 #define KCAP_STREAM_BYTES (256u << 20)
 /* Rows read per H5Dread in the generic (non-kcap layout) path: at most this many bytes. */
 #define KCAP_SLAB_BYTES (16u << 20)
-/* CHECK keeps integer tensors up to this size in memory (shapes and row ids need them). */
-#define KCAP_CHECK_KEEP_BYTES (256u << 20)
+/* CHECK keeps integer tensors up to this size in memory (shapes and row ids need them;
+ * 1 GiB of int64 row ids index a KV tensor of over 100 GiB, beyond the declared limit). */
+#define KCAP_CHECK_KEEP_BYTES (1u << 30)
 
 /* Consumes a tensor's dense bytes in order. */
 typedef struct kcap_rsink {

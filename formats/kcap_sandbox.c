@@ -11,6 +11,12 @@
  * (kcap check DIR, kcap replay DIR) goes on with the next. The child's own refusal (a
  * clean error) is returned as is, so the file is not parsed in-process at all.
  *
+ * Under ASan (and with KCAP_READ_SANDBOX=exec) the child re-executes this program
+ * (/proc/self/exe) and does the probe from a constructor before main: a plain fork of a
+ * multi-threaded ASan process can inherit an allocator lock another thread held and hang.
+ * That mode is for programs that link libkcapfmt.a themselves (kcap, the tests), not for a
+ * library loaded into someone else's executable.
+ *
  * Cost: one fork + one metadata parse + one raw read of the stored chunks (page cache)
  * per file (docs/RELIABILITY-readers.md has the figures). KCAP_READ_SANDBOX=0 turns it off
  * (for debugging the reader in-process; never for files you did not write).
@@ -57,6 +63,16 @@ int kcap_sandbox_enabled(void)
     return !(e && !strcmp(e, "0"));
 }
 
+static int exec_mode(void)
+{
+#ifdef KCAP_ASAN
+    return 1;
+#else
+    const char *e = getenv("KCAP_READ_SANDBOX");
+    return e && !strcmp(e, "exec");
+#endif
+}
+
 static uint64_t vm_bytes(void)
 {
     FILE *f = fopen("/proc/self/statm", "r");
@@ -73,6 +89,7 @@ static uint64_t vm_bytes(void)
 static void child(int fd, const char *path, int wfd, uint64_t as_limit, unsigned secs)
 {
     kcap_h5_lock_reset_in_child();
+    kcap_h5zstd_register();
     struct rlimit rl = {0, 0};
     setrlimit(RLIMIT_CORE, &rl); /* a crash here is an answer, not a core file */
 #ifndef KCAP_ASAN /* ASan reserves terabytes of shadow: no address-space limit there */
@@ -100,6 +117,56 @@ static void child(int fd, const char *path, int wfd, uint64_t as_limit, unsigned
     _exit(0); /* no atexit handlers: libhdf5's would close the parent's files */
 }
 
+/* The exec-mode child: this program re-executed with the probe's arguments in its
+ * environment; it answers and exits before main. */
+__attribute__((constructor)) static void kcap_sandbox_exec_child(void)
+{
+    const char *a = getenv("KCAP_SANDBOX_CHILD"), *path = getenv("KCAP_SANDBOX_PATH");
+    int fd, wfd;
+    unsigned secs;
+    unsigned long long as;
+    if (!a || !path || sscanf(a, "%d,%d,%u,%llu", &fd, &wfd, &secs, &as) != 4)
+        return;
+    child(fd, path, wfd, (uint64_t)as, secs);
+}
+
+/* Forks a child that re-executes this program as the probe (exec mode). Everything is
+ * prepared before fork: between fork and exec only async-signal-safe calls. */
+static pid_t spawn_exec(int fd, const char *path, int wfd, unsigned secs, uint64_t as)
+{
+    extern char **environ;
+    int n = 0;
+    while (environ[n])
+        n++;
+    char **env = calloc((size_t)n + 3, sizeof *env);
+    char *a = malloc(96), *p = malloc(strlen(path) + 24);
+    pid_t pid = -1;
+    if (env && a && p) {
+        int k = 0;
+        for (int i = 0; i < n; i++)
+            if (strncmp(environ[i], "KCAP_SANDBOX_", 13))
+                env[k++] = environ[i];
+        snprintf(a, 96, "KCAP_SANDBOX_CHILD=%d,%d,%u,%llu", fd, wfd, secs, (unsigned long long)as);
+        snprintf(p, strlen(path) + 24, "KCAP_SANDBOX_PATH=%s", path);
+        env[k++] = a;
+        env[k++] = p;
+        char *argv[] = {(char *)"kcap-sandbox-probe", NULL};
+        pid = fork();
+        if (pid == 0) {
+            fcntl(fd, F_SETFD, 0); /* both survive exec */
+            fcntl(wfd, F_SETFD, 0);
+            execve("/proc/self/exe", argv, env);
+            _exit(127);
+        }
+    }
+    int e = errno;
+    free(env);
+    free(a);
+    free(p);
+    errno = e;
+    return pid;
+}
+
 static int64_t now_ms(void)
 {
     struct timespec ts;
@@ -118,15 +185,21 @@ int kcap_sandbox_probe(int fd, const char *path, kcap_error *err)
         return kcap_error_set(err, KCAP_ERR_IO, "%s: cannot validate it in a child process: "
                               "pipe: %s", path, strerror(errno));
     uint64_t as = vm_bytes() + PROBE_EXTRA_AS;
-    fflush(NULL); /* nothing buffered is written twice */
-    kcap_h5_lock(); /* no other thread is inside libhdf5 while the child is made */
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(p[0]);
-        child(fd, path, p[1], as, (unsigned)(ms / 1000));
+    pid_t pid;
+    int fork_errno;
+    if (exec_mode()) {
+        pid = spawn_exec(fd, path, p[1], (unsigned)(ms / 1000), as);
+        fork_errno = errno;
+    } else {
+        kcap_h5_lock(); /* no other thread is inside libhdf5 while the child is made */
+        pid = fork();
+        if (pid == 0) {
+            close(p[0]);
+            child(fd, path, p[1], as, (unsigned)(ms / 1000));
+        }
+        fork_errno = errno;
+        kcap_h5_unlock();
     }
-    int fork_errno = errno;
-    kcap_h5_unlock();
     close(p[1]);
     if (pid < 0) {
         close(p[0]);

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # test_reseal_fuzz.sh — the resealing fuzzer (fuzz_reseal.c) for a bounded time through the
 # library reader paths (read, read_header, check, rebuild), then a directory of mutated,
-# resealed files (plus the libhdf5 crashers of the corpus) through the CLI: `kcap check DIR`,
-# `kcap ls DIR` and `kcap info` of each file must finish with a status (never a signal) and
-# name every file. KCAP_RESEAL_SECONDS (default 25) bounds the library run.
+# resealed files (plus the libhdf5 crashers of the corpus) through the CLI: `kcap check
+# DIR`, `kcap ls DIR`, `kcap replay DIR` (CPU library) and `kcap info` of each file must
+# finish with a status (never a signal) and name every file. KCAP_RESEAL_SECONDS (default
+# 25) bounds the library run.
 set -u
 B=${KCAP_BUILD:-build}
 F=$B/tests/formats/fuzz_reseal
@@ -33,6 +34,13 @@ $K ls "$work/dir" > "$work/ls.out" 2> "$work/ls.err"; rc=$?
 [ $rc -eq 0 ] || [ $rc -eq 1 ] || bad "kcap ls DIR exit $rc"
 nls=$(( $(tail -n +2 "$work/ls.out" | wc -l) + $(grep -c '^kcap ls: ' "$work/ls.err") ))
 [ "$nls" -eq "$n" ] || bad "kcap ls: $nls of $n files accounted for"
+CPU=$B/lib/libverify_attn_cpu.so
+if [ -e "$CPU" ]; then
+    timeout 300 $K replay "$work/dir" --kernel "$CPU" --json "$work/r.json" > "$work/replay.out" 2>&1; rc=$?
+    [ $rc -eq 0 ] || [ $rc -eq 1 ] || bad "kcap replay DIR exit $rc"
+    nr=$("${PYTHON:-/usr/bin/python3}" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["cases"]))' "$work/r.json" 2>/dev/null)
+    [ "$nr" = "$n" ] || bad "kcap replay: ${nr:-no} cases of $n files"
+fi
 for f in "$work"/dir/*.h5; do
     $K info "$f" >/dev/null 2>&1; rc=$?
     [ $rc -eq 0 ] || [ $rc -eq 1 ] || { bad "kcap info $f exit $rc"; break; }

@@ -247,6 +247,9 @@ int kcap_sandbox_probe(int fd, const char *path, kcap_error *err)
     }
     if (WIFSIGNALED(status)) {
         int sig = WTERMSIG(status);
+        if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) /* Ctrl-C reached the child too */
+            return kcap_error_set(err, KCAP_ERR_IO, "%s: validation interrupted (signal %d, %s)",
+                                  path, sig, strsignal(sig));
         return kcap_error_set(err, KCAP_ERR_CORRUPT, "%s: refused: libhdf5 crashed parsing it "
                               "(signal %d, %s%s; a malformed HDF5 structure behind a valid "
                               "seal)", path, sig, strsignal(sig),

@@ -27,6 +27,7 @@ n=$(ls "$work/dir" | wc -l)
 $K check "$work/dir" > "$work/check.out" 2>&1; rc=$?
 [ $rc -eq 0 ] || [ $rc -eq 1 ] || bad "kcap check DIR exit $rc (a signal kills the whole run)"
 [ "$(grep -cE '^(OK|BAD) ' "$work/check.out")" -eq "$n" ] || bad "kcap check: want $n verdicts: $(tail -3 "$work/check.out")"
+grep -vE '^(OK|BAD) ' "$work/check.out" | grep -q . && bad "kcap check printed more than verdicts (a crashing child's noise?): $(grep -vE '^(OK|BAD) ' "$work/check.out" | head -3)"
 for f in "$work"/dir/bad-h5crash-*.h5; do
     grep -q "^BAD  $f: refused: libhdf5 crashed" "$work/check.out" || bad "check: $f not refused as a libhdf5 crash"
 done

@@ -60,6 +60,7 @@ void kcap_rctx_free(kcap_rctx *r)
     r->dctx = NULL;
     r->slots = NULL;
     r->slab = NULL;
+    r->slab_cap = 0;
     r->pool = NULL;
 }
 
@@ -293,8 +294,14 @@ static int read_slabs(kcap_rctx *r, hid_t d, const kcap_tensor *t, const char *f
                               (unsigned long long)row, KCAP_MAX_CHUNK_BYTES >> 20);
     if (per < 1)
         per = 1;
-    if (!t->data && !r->slab && !(r->slab = malloc(per * row > row ? per * row : row)))
-        return kcap_error_set(r->err, KCAP_ERR_NOMEM, "%s: %s: out of memory", r->path, full);
+    size_t need = (size_t)(per * row > row ? per * row : row);
+    if (!t->data && r->slab_cap < need) { /* sized by the largest slab so far */
+        free(r->slab);
+        r->slab_cap = 0;
+        if (!(r->slab = malloc(need)))
+            return kcap_error_set(r->err, KCAP_ERR_NOMEM, "%s: %s: out of memory", r->path, full);
+        r->slab_cap = need;
+    }
     hid_t fsp = H5Dget_space(d);
     if (fsp < 0)
         return kcap_read_h5err(r, KCAP_ERR_CORRUPT, full, "reading the dataspace");

@@ -49,6 +49,7 @@ typedef struct kcap_rctx {
     kcap_rslot *slots;
     size_t slot_cap; /* raw chunk bytes each slot can hold */
     uint8_t *slab;   /* generic path buffer (streaming modes) */
+    size_t slab_cap;
     uint64_t budget; /* declared raw bytes still allowed */
 } kcap_rctx;
 

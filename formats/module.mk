@@ -73,7 +73,7 @@ ASAN_TESTS += tests/formats/test_cli.sh
 
 # The resealing fuzzer (tests/formats/fuzz_reseal.c): mutated snapshots with a recomputed
 # seal through every reader path. A bounded run is part of `make test`
-# (tests/formats/test_reseal_fuzz.sh, KCAP_RESEAL_SECONDS, default 25); `make fuzz-long`
+# (tests/formats/test_reseal_fuzz.sh, KCAP_RESEAL_SECONDS, default 20); `make fuzz-long`
 # runs KCAP_FUZZ_LONG_SECONDS (default 3600) on every core, crashes saved to build/fuzz-crashes.
 FORMATS_RESEAL := $(TBIN)/formats/fuzz_reseal
 $(FORMATS_RESEAL): $(OBJ)/tests/formats/fuzz_reseal.o $(OBJ)/tests/formats/fmt_testutil.o $(FORMATS_LIB) $(COMMON_OBJS)

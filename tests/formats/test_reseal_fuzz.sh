@@ -4,7 +4,7 @@
 # resealed files (plus the libhdf5 crashers of the corpus) through the CLI: `kcap check
 # DIR`, `kcap ls DIR`, `kcap replay DIR` (CPU library) and `kcap info` of each file must
 # finish with a status (never a signal) and name every file. KCAP_RESEAL_SECONDS (default
-# 25) bounds the library run.
+# 20) bounds the library run.
 set -u
 B=${KCAP_BUILD:-build}
 F=$B/tests/formats/fuzz_reseal
@@ -15,7 +15,7 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 mkdir -p "$work/crashes" "$work/dir"
-TMPDIR=$work "$F" -t "${KCAP_RESEAL_SECONDS:-25}" -s "${KCAP_RESEAL_SEED:-$RANDOM}" \
+TMPDIR=$work "$F" -t "${KCAP_RESEAL_SECONDS:-20}" -s "${KCAP_RESEAL_SEED:-$RANDOM}" \
     -o "$work/crashes" "$C"/ok-*.h5 || bad "fuzz_reseal exit $?"
 for c in "$work"/crashes/crash-*.h5; do
     [ -e "$c" ] && { bad "a reader crashed on $(basename "$c")"; cp "$c" "${KCAP_CRASH_KEEP:-/tmp}/" 2>/dev/null; }

@@ -43,10 +43,10 @@ static void put_desc(char *buf, size_t n, const char *desc, const char *func)
 {
     const char *em = strstr(desc, "error message = '");
     const char *en = em ? strchr(em + 17, '\'') : NULL;
-    const char *comma = strchr(desc, ',');
-    if (em && en && comma)
+    const char *colon = strchr(desc, ':'); /* "file write failed: time = ..." */
+    if (em && en && colon)
         snprintf(buf, n, "%.*s (%.*s, in %s)", (int)(en - em - 17), em + 17,
-                 (int)(comma - desc), desc, func);
+                 (int)(colon - desc), desc, func);
     else
         snprintf(buf, n, "%s (in %s)", desc, func);
 }

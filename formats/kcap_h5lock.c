@@ -90,6 +90,9 @@ const char *kcap_h5_errtext(char *buf, size_t n)
     for (char *c = buf; *c; c++) /* HDF5's file-driver messages span lines */
         if (*c == '\n' || *c == '\r')
             *c = ' ';
+    char raw[400]; /* libhdf5 may quote bytes of the file: escape them */
+    snprintf(raw, sizeof raw, "%s", buf);
+    kcap_printable(buf, n, raw);
     return buf;
 }
 

@@ -211,9 +211,10 @@ static void overlap_names(const uint8_t *ub, uint32_t next, uint64_t a, uint64_t
     for (uint32_t i = 0; i < next && i < KCAP_SEAL_MAX_EXTENTS; i++) {
         const uint8_t *r = ub + KCAP_SEAL_EXT_OFF + (size_t)i * EXT_REC;
         uint64_t eb = get64(r), ee = get64(r + 8);
-        char name[65];
-        memcpy(name, r + 16, 64);
-        name[64] = '\0';
+        char raw[65], name[4 * 64 + 1]; /* bytes from the file: escaped for any printer */
+        memcpy(raw, r + 16, 64);
+        raw[64] = '\0';
+        kcap_printable(name, sizeof name, raw);
         if (eb < b && a < ee && used + strlen(name) + 3 < n)
             used += (size_t)snprintf(out + used, n - used, "%s%s", used ? ", " : "", name);
     }

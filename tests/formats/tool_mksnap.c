@@ -5,8 +5,9 @@
  *                                   with each tensor's dense bytes (what h5py must read back;
  *                                   DUMPDIR "-" = none); SEQ/TIME override the metadata
  *   tool_mksnap corpus DIR          the seed corpus: ok-* (valid) and bad-* (must be refused)
- *   tool_mksnap zeros FILE MIB      a valid snapshot whose kv_cache is MIB MiB of zeros (a tiny
- *                                   file declaring a huge tensor: kcap check must stay bounded)
+ *   tool_mksnap zeros FILE MIB [random]  a valid snapshot whose kv_cache is MIB MiB of zeros
+ *                                   (a tiny file declaring a huge tensor: kcap check must stay
+ *                                   bounded), or of one random row repeated (a big file)
  */
 #include "fmt_testutil.h"
 #include "kcap_fmt_internal.h"
@@ -212,12 +213,18 @@ static int tamper(const char *src, const char *dst, int kind)
 
 /* kv_cache of `mib` MiB of zeros (read-only zero pages of an anonymous mapping: no RSS),
  * every key in slot 0 of a one-slot pool: valid, compresses to almost nothing. */
-static int do_zeros(const char *file, long mib)
+static int do_zeros(const char *file, long mib, int random)
 {
     const int64_t row = 576, nnz = (int64_t)mib * (1 << 20) / (row * 2);
     size_t kvb = (size_t)(nnz * row * 2);
-    void *kv = mmap(NULL, kvb, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *kv = mmap(NULL, kvb, random ? PROT_READ | PROT_WRITE : PROT_READ,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (random && kv != MAP_FAILED) /* distinct rows, each in its own slot */
+        for (int64_t r = 0; r < nnz; r++)
+            tu_fill_bf16((uint16_t *)kv + r * row, (size_t)row, (uint64_t)r + 5);
     int64_t *idx = calloc((size_t)nnz, 8);
+    for (int64_t i = 0; random && idx && i < nnz; i++)
+        idx[i] = i;
     int32_t indptr[2] = {0, (int32_t)nnz};
     static uint16_t q[576], o[512];
     kcap_snapshot *s = kcap_snapshot_create();
@@ -229,10 +236,11 @@ static int do_zeros(const char *file, long mib)
     s->meta.rank = -1;
     static const struct { const char *n; int64_t v; } sc[] = {
         {"dtype", 0}, {"index_type", 1}, {"bs", 1}, {"q_len", 1}, {"num_heads", 1},
-        {"num_slots", 1}, {"max_kv_len", 0}, {"q_stride_t", 576}, {"q_stride_h", 576},
+        {"max_kv_len", 0}, {"q_stride_t", 576}, {"q_stride_h", 576},
         {"kv_stride", 576}, {"o_stride_t", 512}, {"o_stride_h", 512}};
     for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++)
         kcap_snapshot_add_int(s, sc[i].n, sc[i].v);
+    kcap_snapshot_add_int(s, "num_slots", random ? nnz : 1);
     kcap_snapshot_add_float(s, "sm_scale", 0.0625);
     int64_t d1[1] = {2}, d2[1] = {nnz}, dq[3] = {1, 1, 576}, dk[2] = {nnz, 576}, dout[3] = {1, 1, 512};
     void *p;
@@ -354,8 +362,8 @@ int main(int argc, char **argv)
         return do_snap(argv[2], argv[3], argc, argv);
     if (argc == 3 && !strcmp(argv[1], "corpus"))
         return do_corpus(argv[2]);
-    if (argc == 4 && !strcmp(argv[1], "zeros"))
-        return do_zeros(argv[2], atol(argv[3]));
-    fprintf(stderr, "usage: tool_mksnap snap FILE DUMPDIR|- [SEQ TIME] | corpus DIR | zeros FILE MIB\n");
+    if ((argc == 4 || argc == 5) && !strcmp(argv[1], "zeros"))
+        return do_zeros(argv[2], atol(argv[3]), argc == 5 && !strcmp(argv[4], "random"));
+    fprintf(stderr, "usage: tool_mksnap snap FILE DUMPDIR|- [SEQ TIME] | corpus DIR | zeros FILE MIB [random]\n");
     return 2;
 }

@@ -102,8 +102,10 @@ static void child(int fd, const char *path, int wfd, uint64_t as_limit, unsigned
     struct rlimit rl = {0, 0};
     setrlimit(RLIMIT_CORE, &rl); /* a crash here is an answer, not a core file */
 #ifndef KCAP_ASAN /* ASan reserves terabytes of shadow: no address-space limit there */
-    rl.rlim_cur = rl.rlim_max = (rlim_t)as_limit;
-    setrlimit(RLIMIT_AS, &rl);
+    if (as_limit) { /* 0: the inherited size is unknown (no /proc), so no limit */
+        rl.rlim_cur = rl.rlim_max = (rlim_t)as_limit;
+        setrlimit(RLIMIT_AS, &rl);
+    }
 #else
     (void)as_limit;
 #endif
@@ -206,7 +208,7 @@ static int probe_once(int fd, const char *path, int use_exec, kcap_error *err)
     if (pipe2(p, O_CLOEXEC))
         return kcap_error_set(err, KCAP_ERR_IO, "%s: cannot validate it in a child process: "
                               "pipe: %s", path, strerror(errno));
-    uint64_t as = vm_bytes() + PROBE_EXTRA_AS;
+    uint64_t vm = vm_bytes(), as = vm ? vm + PROBE_EXTRA_AS : 0;
     pid_t pid;
     int fork_errno;
     if (use_exec) {

@@ -217,8 +217,14 @@ static int read_fast(kcap_rctx *r, hid_t d, hid_t dcpl, const kcap_tensor *t, co
             coord[split] = row0;
             hsize_t sz = 0;
             uint32_t mask = 0;
-            if (H5Dget_chunk_storage_size(d, coord, &sz) < 0 || sz == 0) {
-                rc = kcap_read_h5err(r, KCAP_ERR_CORRUPT, full, "chunk missing");
+            if (H5Dget_chunk_storage_size(d, coord, &sz) < 0) {
+                rc = kcap_read_h5err(r, KCAP_ERR_CORRUPT, full, "looking up a chunk");
+                break;
+            }
+            if (sz == 0) { /* not an HDF5 error: nothing on its stack to quote */
+                rc = kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: chunk %llu missing (no "
+                                    "storage allocated)", r->path, full,
+                                    (unsigned long long)next_sub);
                 break;
             }
             if (sz > s->incap) {

@@ -23,6 +23,12 @@ int kcap_rows_of(const kcap_call_desc *d, const kcap_arg_desc *a, const kcap_sna
                  int64_t **rows, size_t *nrows, int64_t *pool_rows, int64_t *row_stride,
                  kcap_error *err);
 
+/* The duplicate-slot check of ROWS tensor `name` from one XXH64 per row (kcap check
+ * streams big tensors instead of keeping them). */
+int kcap_call_check_row_hashes(const kcap_call_desc *d, const kcap_snapshot *s,
+                               const char *name, kcap_dir dir, const uint64_t *row_hash,
+                               kcap_error *err);
+
 /* Struct fields. */
 int64_t kcap_field_get_int(const void *args, const kcap_arg_desc *a);
 double kcap_field_get_float(const void *args, const kcap_arg_desc *a);

@@ -3,74 +3,27 @@
  */
 #include "kcap_cmd_common.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-static int push(kcap_pathlist *l, const char *p)
+int kcap_cmd_collect(char *const *args, int nargs, int recurse, kcap_filelist *l, FILE *f,
+                     const char *bad_prefix, const char *tmp_prefix)
 {
-    if (l->n == l->cap) {
-        size_t nc = l->cap ? l->cap * 2 : 64;
-        char **nv = realloc(l->v, nc * sizeof *nv);
-        if (!nv)
-            return -1;
-        l->v = nv;
-        l->cap = nc;
+    kcap_error err = {0};
+    if (kcap_dirwalk(args, nargs, recurse, l, &err)) {
+        fprintf(stderr, "kcap: %s\n", err.msg);
+        return -1;
     }
-    if (!(l->v[l->n] = strdup(p)))
-        return -1;
-    l->n++;
-    return 0;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-int kcap_pathlist_add(kcap_pathlist *l, const char *path, int recurse)
-{
-    struct stat st;
-    if (stat(path, &st))
-        return -1;
-    if (!S_ISDIR(st.st_mode))
-        return push(l, path);
-    DIR *d = opendir(path);
-    if (!d)
-        return -1;
-    size_t first = l->n;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        size_t n = strlen(path) + strlen(e->d_name) + 2;
-        char *p = malloc(n);
-        if (!p)
-            break;
-        snprintf(p, n, "%s%s%s", path, path[strlen(path) - 1] == '/' ? "" : "/", e->d_name);
-        struct stat cs;
-        if (!lstat(p, &cs)) {
-            if (S_ISREG(cs.st_mode))
-                push(l, p);
-            else if (S_ISDIR(cs.st_mode) && recurse)
-                kcap_pathlist_add(l, p, 1);
-        }
-        free(p);
-    }
-    closedir(d);
-    qsort(l->v + first, l->n - first, sizeof *l->v, cmp_str);
-    return 0;
-}
-
-void kcap_pathlist_free(kcap_pathlist *l)
-{
-    for (size_t i = 0; i < l->n; i++)
-        free(l->v[i]);
-    free(l->v);
-    memset(l, 0, sizeof *l);
+    char shown[4200];
+    for (int i = 0; i < l->nerr; i++)
+        fprintf(f, "%s%s\n", bad_prefix, kcap_printable(shown, sizeof shown, l->errors[i]));
+    for (int i = 0; i < l->ntmp; i++)
+        fprintf(f, "%s%s: unfinished snapshot temp file of pid %ld (%s)\n", tmp_prefix,
+                kcap_printable(shown, sizeof shown, l->tmp[i].path), l->tmp[i].pid,
+                l->tmp[i].alive ? "that process is running: it may be writing it now"
+                                : "that process is gone: stale, safe to delete");
+    return l->nerr;
 }
 
 void kcap_fmt_bytes(char *buf, size_t n, uint64_t b)

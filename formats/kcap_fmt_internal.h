@@ -26,8 +26,11 @@ uint64_t kcap_xxh64_digest(const kcap_xxh64_state *st);
 /* ---- libhdf5: one global (recursive) lock, errors silenced and turned into text ---- */
 void kcap_h5_lock(void);   /* also silences HDF5's automatic error printing */
 void kcap_h5_unlock(void);
-/* The most specific message on HDF5's error stack (or "unknown HDF5 error"); clears it. */
+/* The most specific message on HDF5's error stack (or the one kcap_h5_errsave kept, when
+ * a later call cleared the stack); clears both. */
 const char *kcap_h5_errtext(char *buf, size_t n);
+/* Keeps the stack's message before cleanup calls (which clear the stack) run. */
+void kcap_h5_errsave(void);
 
 /* ---- worker pool: N threads running fn(arg, worker) jobs FIFO ---- */
 typedef struct kcap_pool kcap_pool;

@@ -1,7 +1,12 @@
 /*
  * kcap_fsutil.c — the filesystem side of atomic, private snapshot files: mkdir -p with
  * 0700 components (snapshots hold KV derived from user prompts), and the temp-file /
- * rename / fsync protocol used by kcap_snapshot_write.
+ * rename / fsync protocol used by kcap_snapshot_write. The final rename never replaces
+ * an existing file (renameat2 RENAME_NOREPLACE, or link + unlink where the file system
+ * refuses that flag): two writers that pick the same name, or a name reused after a pid
+ * wrapped, must not silently destroy a snapshot; the caller gets KCAP_ERR_EXISTS and picks
+ * another name. Temp names keep the writer's pid as their first field
+ * (.kcap-tmp.<pid>.<counter>.<rand>): kcap_dirwalk.c parses it to tell stale ones apart.
  */
 #include "kcap_fsutil.h"
 
@@ -12,7 +17,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include "kcap_snapshot.h" /* KCAP_ERR_EXISTS */
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
 
 int kcap_mkdir_private(const char *dir, kcap_error *err)
 {
@@ -81,11 +93,12 @@ int kcap_atomic_open(kcap_atomic *a, const char *path, kcap_error *err)
     struct stat st;
     if (!fstatat(a->dirfd, a->base, &st, AT_SYMLINK_NOFOLLOW)) {
         int bad = S_ISLNK(st.st_mode) ? 1 : !S_ISREG(st.st_mode) ? 2 : 0;
-        if (bad) {
-            kcap_atomic_abort(a);
+        kcap_atomic_abort(a);
+        if (bad)
             return kcap_error_set(err, KCAP_ERR_IO, "%s: %s; refusing to replace it", path,
                                   bad == 1 ? "is a symbolic link" : "exists and is not a regular file");
-        }
+        return kcap_error_set(err, KCAP_ERR_EXISTS, "%s: already exists; never replaced (pick "
+                              "another name)", path);
     }
     static unsigned counter;
     for (int tries = 0; tries < 100; tries++) {
@@ -111,6 +124,26 @@ int kcap_atomic_open(kcap_atomic *a, const char *path, kcap_error *err)
     return KCAP_OK;
 }
 
+int kcap_link_noreplace(int dirfd, const char *from, const char *to)
+{
+    /* link() fails with EEXIST when `to` exists: no window in which it is replaced */
+    if (linkat(dirfd, from, dirfd, to, 0))
+        return -1;
+    unlinkat(dirfd, from, 0);
+    return 0;
+}
+
+int kcap_rename_noreplace(int dirfd, const char *from, const char *to)
+{
+#ifdef SYS_renameat2 /* glibc < 2.28 has no renameat2() wrapper */
+    if (!syscall(SYS_renameat2, dirfd, from, dirfd, to, RENAME_NOREPLACE))
+        return 0;
+    if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
+        return -1; /* EEXIST among them */
+#endif
+    return kcap_link_noreplace(dirfd, from, to);
+}
+
 int kcap_atomic_commit(kcap_atomic *a, kcap_error *err)
 {
     if (fsync(a->fd)) {
@@ -125,9 +158,12 @@ int kcap_atomic_commit(kcap_atomic *a, kcap_error *err)
         return kcap_error_set(err, KCAP_ERR_IO, "%s: close: %s", a->path, strerror(e));
     }
     a->fd = -1;
-    if (renameat(a->dirfd, a->tmp, a->dirfd, a->base)) {
+    if (kcap_rename_noreplace(a->dirfd, a->tmp, a->base)) {
         int e = errno;
         kcap_atomic_abort(a);
+        if (e == EEXIST)
+            return kcap_error_set(err, KCAP_ERR_EXISTS, "%s: appeared while it was being "
+                                  "written; never replaced (pick another name)", a->path);
         return kcap_error_set(err, KCAP_ERR_IO, "%s: rename: %s", a->path, strerror(e));
     }
     a->created = 0;

@@ -45,9 +45,13 @@ int kcap_h5_type_matches(hid_t type, kcap_dtype dt)
 static int put(hid_t obj, const char *name, hid_t ftype, hid_t mtype, hid_t space, const void *v)
 {
     hid_t a = H5Acreate2(obj, name, ftype, space, H5P_DEFAULT, H5P_DEFAULT);
-    if (a < 0)
+    if (a < 0) {
+        kcap_h5_errsave();
         return -1;
+    }
     herr_t r = H5Awrite(a, mtype, v);
+    if (r < 0)
+        kcap_h5_errsave();
     H5Aclose(a);
     return r < 0 ? -1 : 0;
 }

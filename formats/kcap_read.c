@@ -1,14 +1,15 @@
 /*
  * kcap_read.c — the validating reader behind kcap_snapshot_read / _read_header / _check.
- * Order of trust: the seal (kcap_seal.c) is verified before libhdf5 sees the file; then
- * structure, version and attribute types are checked with every size bounded before any
- * allocation; then chunk data is read raw (H5Dread_chunk, calling thread, HDF5 lock) and
- * decompressed + unshuffled by a worker pool straight into the tensor; then per-tensor
- * XXH64 and the call description (shapes, dtypes, presence, duplicate rows) are checked.
- * Every error names the file, the dataset and the problem.
+ * Order of trust: the file must be a regular file (a FIFO or device would block open/read);
+ * the seal (kcap_seal.c) is verified before libhdf5 sees the file; then a sandboxed child
+ * runs every libhdf5 call of the read on it (kcap_sandbox.c: libhdf5 1.10's parser crashes
+ * or loops on some files that carry a valid, recomputed seal); only then does this process
+ * parse it: structure, version and attribute types with every size bounded before any
+ * allocation, hard links only, data through kcap_read_data.c (in order, bounded buffers for
+ * `kcap check`), per-tensor XXH64 and the call description (shapes, dtypes, presence,
+ * duplicate rows). Every error names the file, the dataset and the problem.
  */
-#include "kcap_calls.h"
-#include "kcap_h5util.h"
+#include "kcap_read_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,10 +18,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zstd.h>
 
-enum { MODE_FULL, MODE_HEADER, MODE_CHECK };
 #define MAX_LINKS 256
+/* Argument names of a call description: anything else in a file is refused, so names
+ * quoted in later messages are plain text. */
+#define NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
+/* Declared raw bytes a reader accepts by default (FORMAT.md "Reader limits"). */
+#define DEFAULT_DECLARED_MAX ((uint64_t)64 << 30)
 
 uint64_t kcap_read_limit_bytes(void)
 {
@@ -32,285 +36,19 @@ uint64_t kcap_read_limit_bytes(void)
             return v;
     }
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && psz > 0)
-        return (uint64_t)pages * (uint64_t)psz;
-    return (uint64_t)16 << 30;
+    uint64_t phys = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : (uint64_t)16 << 30;
+    return phys < DEFAULT_DECLARED_MAX ? phys : DEFAULT_DECLARED_MAX;
 }
 
-/* ---- chunk decoding in the pool ---- */
-typedef struct rslot {
-    struct rctx *r;
-    uint8_t *in;
-    size_t incap, inlen;
-    uint8_t *dst;
-    size_t valid, chunk, es;
-    int err; /* 0 ok, 1 nomem, 2 bad frame, 3 size mismatch */
-    volatile int64_t finished;
-    int64_t submitted;
-} rslot;
-
-typedef struct rctx {
-    const char *path;
-    kcap_error *err;
-    kcap_pool *pool;
-    int nworkers, nslots;
-    ZSTD_DCtx **dctx;
-    uint8_t **scratch, **pad;
-    size_t scratch_cap;
-    rslot *slots;
-    uint64_t budget; /* raw bytes still allowed */
-    int want_pool;   /* big file: decode and hash with worker threads, else inline */
-} rctx;
-
-static void rctx_free(rctx *r)
-{
-    for (int i = 0; i < r->nworkers; i++) {
-        if (r->dctx)
-            ZSTD_freeDCtx(r->dctx[i]);
-        if (r->scratch)
-            free(r->scratch[i]);
-        if (r->pad)
-            free(r->pad[i]);
-    }
-    for (int i = 0; r->slots && i < r->nslots; i++)
-        free(r->slots[i].in);
-    free(r->dctx);
-    free(r->scratch);
-    free(r->pad);
-    free(r->slots);
-    kcap_pool_free(r->pool);
-}
-
-/* Lazily sized decode state for chunks of up to `chunk` raw bytes. */
-static int rctx_prepare(rctx *r, size_t chunk)
-{
-    if (!r->pool && r->want_pool) {
-        int n = kcap_online_cpus();
-        r->pool = kcap_pool_create(n > 16 ? 16 : n); /* NULL: jobs run inline */
-    }
-    if (!r->dctx) {
-        r->nworkers = kcap_pool_threads(r->pool) + 1;
-        r->nslots = 2 * r->nworkers + 2;
-        r->dctx = calloc((size_t)r->nworkers, sizeof *r->dctx);
-        r->scratch = calloc((size_t)r->nworkers, sizeof *r->scratch);
-        r->pad = calloc((size_t)r->nworkers, sizeof *r->pad);
-        r->slots = calloc((size_t)r->nslots, sizeof *r->slots);
-        if (!r->dctx || !r->scratch || !r->pad || !r->slots)
-            return -1;
-        for (int i = 0; i < r->nworkers; i++)
-            if (!(r->dctx[i] = ZSTD_createDCtx()))
-                return -1;
-        for (int i = 0; i < r->nslots; i++)
-            r->slots[i].r = r;
-    }
-    if (chunk > r->scratch_cap) {
-        for (int i = 0; i < r->nworkers; i++) {
-            free(r->scratch[i]);
-            free(r->pad[i]);
-            r->pad[i] = NULL;
-            if (!(r->scratch[i] = malloc(chunk)))
-                return -1;
-        }
-        size_t incap = ZSTD_compressBound(chunk) + 64;
-        for (int i = 0; i < r->nslots; i++) {
-            free(r->slots[i].in);
-            if (!(r->slots[i].in = malloc(incap)))
-                return -1;
-            r->slots[i].incap = incap;
-        }
-        r->scratch_cap = chunk;
-    }
-    return 0;
-}
-
-static void decode_job(void *arg, int worker)
-{
-    rslot *s = arg;
-    rctx *r = s->r;
-    unsigned long long n = ZSTD_getFrameContentSize(s->in, s->inlen);
-    s->err = 0;
-    if (n == ZSTD_CONTENTSIZE_ERROR || n == ZSTD_CONTENTSIZE_UNKNOWN ||
-        ZSTD_findFrameCompressedSize(s->in, s->inlen) != s->inlen) {
-        s->err = 2;
-        goto done;
-    }
-    if (n != s->chunk) {
-        s->err = 3;
-        goto done;
-    }
-    uint8_t *raw = s->es == 1 && s->valid == s->chunk ? s->dst : r->scratch[worker];
-    size_t got = ZSTD_decompressDCtx(r->dctx[worker], raw, s->chunk, s->in, s->inlen);
-    if (ZSTD_isError(got) || got != s->chunk) {
-        s->err = 2;
-        goto done;
-    }
-    if (s->es == 1) {
-        if (raw != s->dst)
-            memcpy(s->dst, raw, s->valid);
-    } else if (s->valid == s->chunk) {
-        kcap_unshuffle(s->dst, raw, s->chunk / s->es, s->es);
-    } else {
-        if (!r->pad[worker] && !(r->pad[worker] = malloc(r->scratch_cap))) {
-            s->err = 1;
-            goto done;
-        }
-        kcap_unshuffle(r->pad[worker], raw, s->chunk / s->es, s->es);
-        memcpy(s->dst, r->pad[worker], s->valid);
-    }
-done:
-    kcap_pool_done(r->pool, &s->finished);
-}
-
-static int h5err(rctx *r, int code, const char *obj, const char *what)
-{
-    char buf[400];
-    kcap_h5_errtext(buf, sizeof buf);
-    return kcap_error_set(r->err, code, "%s: %s: %s: %s", r->path, obj, what, buf);
-}
-
-/* Reads a chunked (shuffle, zstd) dataset whose chunks are contiguous ranges. Returns
- * 1 when the layout is not that (caller falls back to H5Dread). Caller holds the lock. */
-static int read_fast(rctx *r, hid_t d, hid_t dcpl, const kcap_tensor *t, const char *full)
-{
-    int nf = H5Pget_nfilters(dcpl);
-    if (nf != 2)
-        return 1;
-    unsigned flags, cdv[8];
-    size_t ncd = 8;
-    char fname[64];
-    if (H5Pget_filter2(dcpl, 0, &flags, &ncd, cdv, sizeof fname, fname, NULL) !=
-        H5Z_FILTER_SHUFFLE)
-        return 1;
-    ncd = 8;
-    if (H5Pget_filter2(dcpl, 1, &flags, &ncd, cdv, sizeof fname, fname, NULL) != KCAP_H5Z_ZSTD)
-        return 1;
-    hsize_t cd[KCAP_MAX_DIMS];
-    if (t->ndim < 1 || H5Pget_chunk(dcpl, t->ndim, cd) != t->ndim)
-        return 1;
-    uint64_t chunk[KCAP_MAX_DIMS];
-    int split = 0;
-    for (int i = 0; i < t->ndim; i++) {
-        chunk[i] = cd[i];
-        if (!cd[i])
-            return 1;
-        if (cd[i] != (hsize_t)t->shape[i])
-            split = i;
-    }
-    for (int i = 0; i < split; i++)
-        if (chunk[i] != 1)
-            return 1; /* not a layout kcap writes: let libhdf5 decode it */
-    size_t es = kcap_dtype_size(t->dtype);
-    uint64_t inner = 1, outer = 1, k = chunk[split];
-    for (int i = split + 1; i < t->ndim; i++)
-        inner *= (uint64_t)t->shape[i];
-    for (int i = 0; i < split; i++)
-        outer *= (uint64_t)t->shape[i];
-    if (k > (uint64_t)t->shape[split] || k * inner * es > KCAP_MAX_CHUNK_BYTES)
-        return kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: chunk of %llu bytes is "
-                              "larger than its tensor or the %u MiB limit", r->path, full,
-                              (unsigned long long)(k * inner * es), KCAP_MAX_CHUNK_BYTES >> 20);
-    size_t chunk_bytes = (size_t)(k * inner * es);
-    uint64_t nk = ((uint64_t)t->shape[split] + k - 1) / k, nchunks = outer * nk;
-    if (rctx_prepare(r, chunk_bytes))
-        return kcap_error_set(r->err, KCAP_ERR_NOMEM, "%s: %s: out of memory", r->path, full);
-    uint64_t next_sub = 0, next_done = 0;
-    int rc = KCAP_OK;
-    while (next_done < nchunks) {
-        while (rc == KCAP_OK && next_sub < nchunks &&
-               next_sub - next_done < (uint64_t)r->nslots) {
-            rslot *s = &r->slots[next_sub % (uint64_t)r->nslots];
-            uint64_t o = next_sub / nk, j = next_sub % nk, row0 = j * k;
-            uint64_t rows = (uint64_t)t->shape[split] - row0;
-            if (rows > k)
-                rows = k;
-            hsize_t coord[KCAP_MAX_DIMS] = {0};
-            uint64_t rem = o;
-            for (int i = split - 1; i >= 0; i--) {
-                coord[i] = rem % (uint64_t)t->shape[i];
-                rem /= (uint64_t)t->shape[i];
-            }
-            coord[split] = row0;
-            hsize_t sz = 0;
-            uint32_t mask = 0;
-            if (H5Dget_chunk_storage_size(d, coord, &sz) < 0 || sz == 0) {
-                rc = h5err(r, KCAP_ERR_CORRUPT, full, "chunk missing");
-                break;
-            }
-            if (sz > s->incap) {
-                rc = kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: chunk %llu stores %llu "
-                                    "bytes, more than zstd could need for %zu", r->path, full,
-                                    (unsigned long long)next_sub, (unsigned long long)sz,
-                                    chunk_bytes);
-                break;
-            }
-            if (H5Dread_chunk(d, H5P_DEFAULT, coord, &mask, s->in) < 0) {
-                rc = h5err(r, KCAP_ERR_HDF5, full, "reading a chunk");
-                break;
-            }
-            if (mask) {
-                rc = kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: chunk %llu was stored "
-                                    "without its filters", r->path, full,
-                                    (unsigned long long)next_sub);
-                break;
-            }
-            s->inlen = (size_t)sz;
-            s->dst = (uint8_t *)t->data + (o * (uint64_t)t->shape[split] + row0) * inner * es;
-            s->valid = (size_t)(rows * inner * es);
-            s->chunk = chunk_bytes;
-            s->es = es;
-            s->submitted++;
-            kcap_h5_unlock(); /* let other threads use libhdf5 while we decode */
-            kcap_pool_submit(r->pool, decode_job, s);
-            kcap_h5_lock();
-            next_sub++;
-        }
-        if (next_done >= next_sub)
-            break; /* error before anything was submitted */
-        rslot *s = &r->slots[next_done % (uint64_t)r->nslots];
-        kcap_h5_unlock();
-        kcap_pool_wait(r->pool, &s->finished, s->submitted);
-        kcap_h5_lock();
-        if (s->err && rc == KCAP_OK)
-            rc = kcap_error_set(r->err, s->err == 1 ? KCAP_ERR_NOMEM : KCAP_ERR_CORRUPT,
-                                "%s: %s: chunk %llu: %s", r->path, full,
-                                (unsigned long long)next_done,
-                                s->err == 1   ? "out of memory"
-                                : s->err == 3 ? "decompressed size differs from the chunk size"
-                                              : "not a valid zstd frame");
-        next_done++;
-    }
-    /* drain anything still in flight after an error */
-    for (uint64_t i = next_done; i < next_sub; i++) {
-        rslot *s = &r->slots[i % (uint64_t)r->nslots];
-        kcap_h5_unlock();
-        kcap_pool_wait(r->pool, &s->finished, s->submitted);
-        kcap_h5_lock();
-    }
-    return rc;
-}
-
-static int read_data(rctx *r, hid_t d, const kcap_tensor *t, const char *full)
-{
-    hid_t dcpl = H5Dget_create_plist(d);
-    if (dcpl < 0)
-        return h5err(r, KCAP_ERR_CORRUPT, full, "reading the dataset layout");
-    H5D_layout_t lay = H5Pget_layout(dcpl);
-    int rc = 1;
-    if (lay == H5D_CHUNKED)
-        rc = read_fast(r, d, dcpl, t, full);
-    H5Pclose(dcpl);
-    if (rc != 1)
-        return rc;
-    if (!t->nbytes)
-        return KCAP_OK;
-    if (lay != H5D_CHUNKED && H5Dget_storage_size(d) != t->nbytes)
-        return kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: %llu bytes stored, %zu "
-                              "expected", r->path, full,
-                              (unsigned long long)H5Dget_storage_size(d), t->nbytes);
-    if (H5Dread(d, kcap_h5_file_type(t->dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, t->data) < 0)
-        return h5err(r, KCAP_ERR_CORRUPT, full, "reading the data");
-    return KCAP_OK;
-}
+/* Row hashes of streamed ROWS tensors (CHECK mode), checked after the call description. */
+typedef struct rowh {
+    int n;
+    struct {
+        kcap_dir dir;
+        char name[KCAP_NAME_MAX];
+        uint64_t *h;
+    } v[2 * MAX_LINKS];
+} rowh;
 
 /* ---- structure ---- */
 typedef struct link_list {
@@ -318,11 +56,27 @@ typedef struct link_list {
     char names[MAX_LINKS][KCAP_NAME_MAX];
 } link_list;
 
-static int list_links(rctx *r, hid_t g, const char *gname, link_list *ll)
+/* Soft and external links could point anywhere (another file, another object): a snapshot
+ * only ever holds hard links. */
+static int check_hard_link(kcap_rctx *r, hid_t g, const char *name, const char *full)
+{
+    H5L_info_t li;
+    if (H5Lget_info(g, name, &li, H5P_DEFAULT) < 0)
+        return kcap_read_h5err(r, KCAP_ERR_CORRUPT, full, "reading the link");
+    if (li.type != H5L_TYPE_HARD)
+        return kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: %s link; a snapshot holds "
+                              "only its own objects (refused)", r->path, full,
+                              li.type == H5L_TYPE_SOFT ? "a soft" : li.type == H5L_TYPE_EXTERNAL
+                                                                      ? "an external"
+                                                                      : "a user-defined");
+    return KCAP_OK;
+}
+
+static int list_links(kcap_rctx *r, hid_t g, const char *gname, link_list *ll)
 {
     H5G_info_t gi;
     if (H5Gget_info(g, &gi) < 0)
-        return h5err(r, KCAP_ERR_CORRUPT, gname, "reading the group");
+        return kcap_read_h5err(r, KCAP_ERR_CORRUPT, gname, "reading the group");
     if (gi.nlinks > MAX_LINKS)
         return kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: %llu entries (at most %d)",
                               r->path, gname, (unsigned long long)gi.nlinks, MAX_LINKS);
@@ -342,24 +96,53 @@ static int list_links(rctx *r, hid_t g, const char *gname, link_list *ll)
                                   "too long name", r->path, gname, i);
         if (H5Lget_name_by_idx(g, ".", idx, H5_ITER_INC, (hsize_t)i, ll->names[i],
                                KCAP_NAME_MAX, H5P_DEFAULT) < 0)
-            return h5err(r, KCAP_ERR_CORRUPT, gname, "listing");
+            return kcap_read_h5err(r, KCAP_ERR_CORRUPT, gname, "listing");
+        if (ll->names[i][strspn(ll->names[i], NAME_CHARS)]) {
+            char shown[4 * KCAP_NAME_MAX];
+            return kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: entry %d has a name with "
+                                  "characters outside [A-Za-z0-9_.-]: %s", r->path, gname, i,
+                                  kcap_printable(shown, sizeof shown, ll->names[i]));
+        }
+        char full[96];
+        snprintf(full, sizeof full, "%s/%s", gname, ll->names[i]);
+        int rc = check_hard_link(r, g, ll->names[i], full);
+        if (rc)
+            return rc;
     }
     return KCAP_OK;
 }
 
-static int read_scalars(rctx *r, hid_t f, kcap_snapshot *s)
+static hid_t open_group(kcap_rctx *r, hid_t f, const char *name, int *rc)
 {
-    hid_t g = H5Gopen2(f, "scalars", H5P_DEFAULT);
+    char full[16];
+    snprintf(full, sizeof full, "/%s", name);
+    htri_t ex = H5Lexists(f, name, H5P_DEFAULT);
+    if (ex <= 0) {
+        *rc = kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: group missing", r->path, full);
+        return -1;
+    }
+    if ((*rc = check_hard_link(r, f, name, full)))
+        return -1;
+    hid_t g = H5Gopen2(f, name, H5P_DEFAULT);
     if (g < 0)
-        return kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: /scalars: group missing", r->path);
+        *rc = kcap_read_h5err(r, KCAP_ERR_CORRUPT, full, "not a group");
+    return g;
+}
+
+static int read_scalars(kcap_rctx *r, hid_t f, kcap_snapshot *s)
+{
+    int rc = KCAP_OK;
+    hid_t g = open_group(r, f, "scalars", &rc);
+    if (g < 0)
+        return rc;
     link_list *ll = malloc(sizeof *ll);
-    int rc = ll ? list_links(r, g, "/scalars", ll) : KCAP_ERR_NOMEM;
+    rc = ll ? list_links(r, g, "/scalars", ll) : KCAP_ERR_NOMEM;
     for (int i = 0; rc == KCAP_OK && i < ll->n; i++) {
         char full[96];
         snprintf(full, sizeof full, "/scalars/%s", ll->names[i]);
         hid_t d = H5Dopen2(g, ll->names[i], H5P_DEFAULT);
         if (d < 0) {
-            rc = h5err(r, KCAP_ERR_CORRUPT, full, "not a dataset");
+            rc = kcap_read_h5err(r, KCAP_ERR_CORRUPT, full, "not a dataset");
             break;
         }
         hid_t t = H5Dget_type(d), sp = H5Dget_space(d);
@@ -371,13 +154,13 @@ static int read_scalars(rctx *r, hid_t f, kcap_snapshot *s)
         } else if (c == H5T_INTEGER) {
             int64_t v;
             if (H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v) < 0)
-                rc = h5err(r, KCAP_ERR_CORRUPT, full, "reading");
+                rc = kcap_read_h5err(r, KCAP_ERR_CORRUPT, full, "reading");
             else
                 rc = kcap_snapshot_add_int(s, ll->names[i], v);
         } else {
             double v;
             if (H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v) < 0)
-                rc = h5err(r, KCAP_ERR_CORRUPT, full, "reading");
+                rc = kcap_read_h5err(r, KCAP_ERR_CORRUPT, full, "reading");
             else
                 rc = kcap_snapshot_add_float(s, ll->names[i], v);
         }
@@ -394,114 +177,149 @@ static int read_scalars(rctx *r, hid_t f, kcap_snapshot *s)
     return rc;
 }
 
-static int read_tensors(rctx *r, hid_t f, kcap_snapshot *s, kcap_dir dir, int mode,
-                        size_t **stored, int *nstored)
+static const kcap_arg_desc *tensor_arg(const kcap_call_desc *d, const char *name, kcap_dir dir)
+{
+    for (int i = 0; d && i < d->nargs; i++)
+        if (!strcmp(d->args[i].name, name) &&
+            d->args[i].kind == (dir == KCAP_DIR_IN ? KCAP_ARG_IN : KCAP_ARG_OUT))
+            return &d->args[i];
+    return NULL;
+}
+
+/* One tensor: header, bounded size, then (by mode) its data kept, streamed or walked. */
+static int read_tensor(kcap_rctx *r, hid_t d, kcap_snapshot *s, kcap_dir dir, const char *name,
+                       const char *full, size_t **stored, int *nstored, rowh *rh)
+{
+    hid_t ty = H5Dget_type(d), sp = H5Dget_space(d);
+    char dtn[32];
+    int nd = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1, rc = KCAP_OK;
+    hsize_t dims[KCAP_MAX_DIMS];
+    kcap_dtype dt = KCAP_DT_INVALID;
+    int64_t shape[KCAP_MAX_DIMS], strides[KCAP_MAX_DIMS];
+    int nstr = 0;
+    uint64_t want_hash = 0;
+    kcap_rsink sink = {0};
+    if (ty < 0 || nd < 0 || nd > KCAP_MAX_DIMS) {
+        rc = kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: bad dataspace (rank %d, at most "
+                            "%d)", r->path, full, nd, KCAP_MAX_DIMS);
+        goto out;
+    }
+    H5Sget_simple_extent_dims(sp, dims, NULL);
+    int a = kcap_h5_attr_get_str(d, "dtype", dtn, sizeof dtn);
+    if (a || (dt = kcap_dtype_from_name(dtn)) == KCAP_DT_INVALID) {
+        rc = kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: %s dtype attribute", r->path,
+                            full, a == 1 ? "missing" : a ? "malformed" : "unknown");
+        goto out;
+    }
+    if (!kcap_h5_type_matches(ty, dt)) {
+        rc = kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: stored HDF5 type does not hold "
+                            "dtype %s", r->path, full, dtn);
+        goto out;
+    }
+    if (kcap_h5_attr_get_u64(d, "xxh64", &want_hash)) {
+        rc = kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: missing or malformed xxh64 "
+                            "attribute", r->path, full);
+        goto out;
+    }
+    a = kcap_h5_attr_get_i64v(d, "strides", strides, KCAP_MAX_DIMS, &nstr);
+    if (a < 0 || (a == 0 && nstr != nd)) {
+        rc = kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: malformed strides attribute",
+                            r->path, full);
+        goto out;
+    }
+    /* bound the size before anything is allocated */
+    uint64_t bytes = kcap_dtype_size(dt);
+    for (int k = 0; k < nd; k++) {
+        shape[k] = (int64_t)dims[k];
+        if (dims[k] > (uint64_t)INT64_MAX || (dims[k] && bytes > r->budget / dims[k])) {
+            rc = kcap_error_set(r->err, KCAP_ERR_NOMEM, "%s: %s: shape claims more than the "
+                                "%llu bytes this reader accepts (KCAP_READ_MAX_BYTES)",
+                                r->path, full, (unsigned long long)r->budget);
+            goto out;
+        }
+        bytes *= dims[k];
+    }
+    r->budget -= bytes;
+    /* CHECK keeps what shapes and row ids are computed from (integer tensors), streams the
+     * rest; ROWS tensors streamed keep one hash per row for the duplicate-slot check. */
+    int keep = r->mode == KCAP_RMODE_FULL ||
+               (r->mode == KCAP_RMODE_CHECK && (dt == KCAP_DT_I32 || dt == KCAP_DT_I64) &&
+                bytes <= KCAP_CHECK_KEEP_BYTES);
+    static char dummy;
+    void *data = NULL;
+    rc = kcap_snapshot_add_tensor(s, name, dir, dt, nd, shape, a == 0 ? strides : NULL,
+                                  keep ? NULL : &dummy, &data);
+    if (rc) {
+        kcap_error_set(r->err, rc, "%s: %s: %s", r->path, full,
+                       rc == KCAP_ERR_NOMEM ? "out of memory" : "duplicate or bad tensor");
+        goto out;
+    }
+    kcap_tensor *t = &s->tensors[s->ntensors - 1];
+    if (!keep)
+        t->data = NULL;
+    hsize_t stsize = H5Dget_storage_size(d); /* every mode makes the same libhdf5 calls */
+    if (stored) {
+        size_t *ns = realloc(*stored, (size_t)(*nstored + 1) * sizeof *ns);
+        if (!ns) {
+            rc = kcap_error_set(r->err, KCAP_ERR_NOMEM, "%s: out of memory", r->path);
+            goto out;
+        }
+        *stored = ns;
+        ns[(*nstored)++] = (size_t)stsize;
+    }
+    if ((rc = kcap_read_storage_ok(r, d, full)) || r->mode == KCAP_RMODE_HEADER)
+        goto out;
+    kcap_xxh64_reset(&sink.h, 0);
+    kcap_xxh64_reset(&sink.rh, 0);
+    const kcap_arg_desc *ad = tensor_arg(kcap_call_find(s->meta.call), name, dir);
+    if (r->mode == KCAP_RMODE_CHECK && !keep && ad && ad->gather == KCAP_GATHER_ROWS && nd >= 1 &&
+        shape[0] > 0 && bytes / (uint64_t)shape[0] >= 64 && rh->n < 2 * MAX_LINKS) {
+        sink.row_bytes = bytes / (uint64_t)shape[0];
+        if (!(sink.row_hash = calloc((size_t)shape[0], 8))) {
+            rc = kcap_error_set(r->err, KCAP_ERR_NOMEM, "%s: %s: out of memory", r->path, full);
+            goto out;
+        }
+        rh->v[rh->n].dir = dir;
+        snprintf(rh->v[rh->n].name, KCAP_NAME_MAX, "%s", name);
+        rh->v[rh->n++].h = sink.row_hash; /* freed with rh */
+    }
+    rc = kcap_read_data(r, d, t, full, &sink);
+    if (rc == KCAP_OK && r->mode != KCAP_RMODE_PROBE) {
+        uint64_t h = kcap_xxh64_digest(&sink.h);
+        if (h != want_hash)
+            rc = kcap_error_set(r->err, KCAP_ERR_CHECKSUM, "%s: %s: checksum mismatch (xxh64 "
+                                "%016llx stored, %016llx computed)", r->path, full,
+                                (unsigned long long)want_hash, (unsigned long long)h);
+    }
+out:
+    if (ty >= 0)
+        H5Tclose(ty);
+    if (sp >= 0)
+        H5Sclose(sp);
+    return rc;
+}
+
+static int read_tensors(kcap_rctx *r, hid_t f, kcap_snapshot *s, kcap_dir dir, size_t **stored,
+                        int *nstored, rowh *rh)
 {
     const char *gname = dir == KCAP_DIR_IN ? "inputs" : "outputs";
     char gfull[16];
     snprintf(gfull, sizeof gfull, "/%s", gname);
-    hid_t g = H5Gopen2(f, gname, H5P_DEFAULT);
+    int rc = KCAP_OK;
+    hid_t g = open_group(r, f, gname, &rc);
     if (g < 0)
-        return kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: group missing", r->path, gfull);
+        return rc;
     link_list *ll = malloc(sizeof *ll);
-    int rc = ll ? list_links(r, g, gfull, ll) : KCAP_ERR_NOMEM;
+    rc = ll ? list_links(r, g, gfull, ll) : KCAP_ERR_NOMEM;
     for (int i = 0; rc == KCAP_OK && i < ll->n; i++) {
-        const char *name = ll->names[i];
         char full[96];
-        snprintf(full, sizeof full, "%s/%s", gfull, name);
-        hid_t d = H5Dopen2(g, name, H5P_DEFAULT);
+        snprintf(full, sizeof full, "%s/%s", gfull, ll->names[i]);
+        hid_t d = H5Dopen2(g, ll->names[i], H5P_DEFAULT);
         if (d < 0) {
-            rc = h5err(r, KCAP_ERR_CORRUPT, full, "not a dataset");
+            rc = kcap_read_h5err(r, KCAP_ERR_CORRUPT, full, "not a dataset");
             break;
         }
-        hid_t ty = H5Dget_type(d), sp = H5Dget_space(d);
-        char dtn[32];
-        int nd = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
-        hsize_t dims[KCAP_MAX_DIMS];
-        kcap_dtype dt = KCAP_DT_INVALID;
-        int64_t shape[KCAP_MAX_DIMS], strides[KCAP_MAX_DIMS];
-        int nstr = 0, hs = 0;
-        uint64_t want_hash = 0;
-        if (ty < 0 || nd < 0 || nd > KCAP_MAX_DIMS) {
-            rc = kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: bad dataspace (rank %d, at "
-                                "most %d)", r->path, full, nd, KCAP_MAX_DIMS);
-            goto next;
-        }
-        H5Sget_simple_extent_dims(sp, dims, NULL);
-        int a = kcap_h5_attr_get_str(d, "dtype", dtn, sizeof dtn);
-        if (a || (dt = kcap_dtype_from_name(dtn)) == KCAP_DT_INVALID) {
-            rc = kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: %s dtype attribute", r->path,
-                                full, a == 1 ? "missing" : a ? "malformed" : "unknown");
-            goto next;
-        }
-        if (!kcap_h5_type_matches(ty, dt)) {
-            rc = kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: stored HDF5 type does not "
-                                "hold dtype %s", r->path, full, dtn);
-            goto next;
-        }
-        if (kcap_h5_attr_get_u64(d, "xxh64", &want_hash)) {
-            rc = kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: missing or malformed xxh64 "
-                                "attribute", r->path, full);
-            goto next;
-        }
-        a = kcap_h5_attr_get_i64v(d, "strides", strides, KCAP_MAX_DIMS, &nstr);
-        if (a < 0 || (a == 0 && nstr != nd)) {
-            rc = kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: malformed strides attribute",
-                                r->path, full);
-            goto next;
-        }
-        hs = a == 0;
-        /* bound the size before anything is allocated */
-        uint64_t bytes = kcap_dtype_size(dt);
-        for (int k = 0; k < nd; k++) {
-            shape[k] = (int64_t)dims[k];
-            if (dims[k] > (uint64_t)INT64_MAX || (dims[k] && bytes > r->budget / dims[k])) {
-                rc = kcap_error_set(r->err, KCAP_ERR_NOMEM, "%s: %s: shape claims more than the "
-                                    "%llu bytes this reader may allocate (KCAP_READ_MAX_BYTES)",
-                                    r->path, full, (unsigned long long)r->budget);
-                goto next;
-            }
-            bytes *= dims[k];
-        }
-        r->budget -= bytes;
-        void *data = NULL;
-        static char dummy;
-        rc = kcap_snapshot_add_tensor(s, name, dir, dt, nd, shape, hs ? strides : NULL,
-                                      mode == MODE_HEADER ? &dummy : NULL, &data);
-        if (rc) {
-            kcap_error_set(r->err, rc, "%s: %s: %s", r->path, full,
-                           rc == KCAP_ERR_NOMEM ? "out of memory" : "duplicate or bad tensor");
-            goto next;
-        }
-        kcap_tensor *t = &s->tensors[s->ntensors - 1];
-        if (stored) {
-            size_t *ns = realloc(*stored, (size_t)(*nstored + 1) * sizeof *ns);
-            if (!ns) {
-                rc = kcap_error_set(r->err, KCAP_ERR_NOMEM, "%s: out of memory", r->path);
-                goto next;
-            }
-            *stored = ns;
-            ns[(*nstored)++] = (size_t)H5Dget_storage_size(d);
-        }
-        if (mode == MODE_HEADER) {
-            t->data = NULL;
-            goto next;
-        }
-        rc = read_data(r, d, t, full);
-        if (rc == KCAP_OK) {
-            kcap_h5_unlock();
-            uint64_t h = kcap_xxh64(t->data, t->nbytes, 0);
-            kcap_h5_lock();
-            if (h != want_hash)
-                rc = kcap_error_set(r->err, KCAP_ERR_CHECKSUM, "%s: %s: checksum mismatch "
-                                    "(xxh64 %016llx stored, %016llx computed)", r->path, full,
-                                    (unsigned long long)want_hash, (unsigned long long)h);
-        }
-    next:
-        if (ty >= 0)
-            H5Tclose(ty);
-        if (sp >= 0)
-            H5Sclose(sp);
+        rc = read_tensor(r, d, s, dir, ll->names[i], full, stored, nstored, rh);
         H5Dclose(d);
     }
     free(ll);
@@ -509,7 +327,7 @@ static int read_tensors(rctx *r, hid_t f, kcap_snapshot *s, kcap_dir dir, int mo
     return rc;
 }
 
-static int read_meta(rctx *r, hid_t f, kcap_meta *m)
+static int read_meta(kcap_rctx *r, hid_t f, kcap_meta *m)
 {
     int64_t v = 0;
     int a = kcap_h5_attr_get_i64(f, "kcap_format_major", &v);
@@ -517,10 +335,10 @@ static int read_meta(rctx *r, hid_t f, kcap_meta *m)
         return kcap_error_set(r->err, KCAP_ERR_NOT_SNAPSHOT, "%s: /: %s kcap_format_major "
                               "attribute: not a kcap snapshot", r->path,
                               a == 1 ? "no" : "malformed");
-    if (v != KCAP_FORMAT_MAJOR)
-        return kcap_error_set(r->err, KCAP_ERR_VERSION, "%s: snapshot format major version "
-                              "%lld is not supported (this kcap reads %d.x)", r->path,
-                              (long long)v, KCAP_FORMAT_MAJOR);
+    if (v != KCAP_FORMAT_MAJOR) /* the seal, checked first, said KCAP_FORMAT_MAJOR */
+        return kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: /: corrupt: kcap_format_major "
+                              "attribute is %lld but the seal says %d (damaged or forged)",
+                              r->path, (long long)v, KCAP_FORMAT_MAJOR);
     m->format_major = (int)v;
     kcap_h5_attr_get_i64(f, "kcap_format_minor", &v);
     m->format_minor = (int)v;
@@ -570,6 +388,93 @@ static int read_meta(rctx *r, hid_t f, kcap_meta *m)
     return KCAP_OK;
 }
 
+/* The call description, then (CHECK) the per-row hashes of streamed ROWS tensors. */
+static int validate(const char *path, kcap_snapshot *s, int mode, const rowh *rh,
+                    kcap_error *err)
+{
+    const kcap_call_desc *d = kcap_call_find(s->meta.call);
+    int rc;
+    char shown[4 * KCAP_NAME_MAX];
+    if (!d)
+        return kcap_error_set(err, KCAP_ERR_UNKNOWN_CALL, "%s: call '%s' has no description in "
+                              "this kcap", path, kcap_printable(shown, sizeof shown, s->meta.call));
+    if (d->abi_version != s->meta.abi_version)
+        return kcap_error_set(err, KCAP_ERR_VERSION, "%s: call %s ABI version %d, this kcap "
+                              "describes version %d", path, d->name, s->meta.abi_version,
+                              d->abi_version);
+    if ((rc = kcap_call_validate_ex(d, s, mode == KCAP_RMODE_HEADER, err)) != KCAP_OK) {
+        kcap_error_prefix(err, "%s", path);
+        return rc;
+    }
+    for (int i = 0; rh && i < rh->n; i++)
+        if ((rc = kcap_call_check_row_hashes(d, s, rh->v[i].name, rh->v[i].dir, rh->v[i].h,
+                                             err))) {
+            kcap_error_prefix(err, "%s", path);
+            return rc;
+        }
+    return KCAP_OK;
+}
+
+int kcap_read_fd(int fd, const char *path, int mode, kcap_snapshot **out, size_t **stored,
+                 kcap_error *err)
+{
+    kcap_rctx r = {.path = path, .err = err, .mode = mode, .budget = kcap_read_limit_bytes()};
+    struct stat fst;
+    /* threads only pay off on big files (and small ones are what ls/check/fuzz see most) */
+    r.want_pool = mode != KCAP_RMODE_PROBE && !fstat(fd, &fst) && fst.st_size >= (off_t)(8 << 20);
+    kcap_snapshot *s = kcap_snapshot_create();
+    rowh *rh = mode == KCAP_RMODE_CHECK ? calloc(1, sizeof *rh) : NULL;
+    size_t *st = NULL;
+    int nst = 0, rc = KCAP_OK;
+    if (!s || (mode == KCAP_RMODE_CHECK && !rh)) {
+        kcap_snapshot_free(s);
+        free(rh);
+        return kcap_error_set(err, KCAP_ERR_NOMEM, "%s: out of memory", path);
+    }
+    char h5name[64];
+    snprintf(h5name, sizeof h5name, "/proc/self/fd/%d", fd);
+    kcap_h5_lock();
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
+#if H5_VERSION_GE(1, 10, 7)
+    H5Pset_file_locking(fapl, 0, 1); /* sealed files are immutable */
+#endif
+    hid_t f = H5Fopen(access(h5name, F_OK) ? path : h5name, H5F_ACC_RDONLY, fapl);
+    if (f < 0) { /* before H5Pclose: every libhdf5 API call clears the error stack */
+        char buf[400];
+        rc = kcap_error_set(err, KCAP_ERR_CORRUPT, "%s: HDF5 cannot open it: %s", path,
+                            kcap_h5_errtext(buf, sizeof buf));
+    }
+    H5Pclose(fapl);
+    if (rc == KCAP_OK)
+        rc = read_meta(&r, f, &s->meta);
+    if (rc == KCAP_OK)
+        rc = read_scalars(&r, f, s);
+    if (rc == KCAP_OK)
+        rc = read_tensors(&r, f, s, KCAP_DIR_IN, stored ? &st : NULL, &nst, rh);
+    if (rc == KCAP_OK)
+        rc = read_tensors(&r, f, s, KCAP_DIR_OUT, stored ? &st : NULL, &nst, rh);
+    if (f >= 0)
+        H5Fclose(f);
+    H5Eclear2(H5E_DEFAULT);
+    kcap_h5_unlock();
+    kcap_rctx_free(&r);
+    if (rc == KCAP_OK && mode != KCAP_RMODE_PROBE)
+        rc = validate(path, s, mode, rh, err);
+    for (int i = 0; rh && i < rh->n; i++)
+        free(rh->v[i].h);
+    free(rh);
+    if (rc != KCAP_OK || !out) {
+        kcap_snapshot_free(s);
+        free(st);
+        return rc;
+    }
+    *out = s;
+    if (stored)
+        *stored = st;
+    return KCAP_OK;
+}
+
 static int read_file(const char *path, kcap_snapshot **out, size_t **stored, int mode,
                      kcap_error *err)
 {
@@ -586,90 +491,42 @@ static int read_file(const char *path, kcap_snapshot **out, size_t **stored, int
         return kcap_error_set(err, KCAP_ERR_ARG, "kcap_snapshot_read: NULL path");
     if (kcap_h5zstd_register())
         return kcap_error_set(err, KCAP_ERR_HDF5, "%s: cannot register the zstd filter", path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0)
-        return kcap_error_set(err, errno == ENOENT ? KCAP_ERR_IO : KCAP_ERR_IO, "%s: %s", path,
-                              strerror(errno));
-    rctx r = {.path = path, .err = err, .budget = kcap_read_limit_bytes()};
+        return kcap_error_set(err, KCAP_ERR_IO, "%s: %s", path, strerror(errno));
     struct stat fst;
-    /* threads only pay off on big files (and small ones are what ls/check/fuzz see most) */
-    r.want_pool = !fstat(fd, &fst) && fst.st_size >= (off_t)(8 << 20);
-    if (r.want_pool) {
+    if (fstat(fd, &fst)) {
+        int e = errno;
+        close(fd);
+        return kcap_error_set(err, KCAP_ERR_IO, "%s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(fst.st_mode)) {
+        close(fd);
+        return kcap_error_set(err, KCAP_ERR_NOT_SNAPSHOT, "%s: not a regular file (%s); "
+                              "refusing to read it", path, kcap_file_kind(fst.st_mode));
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    kcap_pool *pool = NULL;
+    if (fst.st_size >= (off_t)(8 << 20)) {
         int n = kcap_online_cpus();
-        r.pool = kcap_pool_create(n > 16 ? 16 : n);
+        pool = kcap_pool_create(n > 16 ? 16 : n);
     }
-    int rc = kcap_seal_verify(fd, path, r.pool, 1, err);
-    kcap_snapshot *s = NULL;
-    size_t *st = NULL;
-    int nst = 0;
-    if (rc) {
-        rctx_free(&r);
-        close(fd);
-        return rc;
-    }
-    s = kcap_snapshot_create();
-    if (!s) {
-        rctx_free(&r);
-        close(fd);
-        return kcap_error_set(err, KCAP_ERR_NOMEM, "%s: out of memory", path);
-    }
-    char h5name[64];
-    snprintf(h5name, sizeof h5name, "/proc/self/fd/%d", fd);
-    kcap_h5_lock();
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
-#if H5_VERSION_GE(1, 10, 7)
-    H5Pset_file_locking(fapl, 0, 1); /* sealed files are immutable */
-#endif
-    hid_t f = H5Fopen(access(h5name, F_OK) ? path : h5name, H5F_ACC_RDONLY, fapl);
-    H5Pclose(fapl);
-    if (f < 0) {
-        char buf[400];
-        rc = kcap_error_set(err, KCAP_ERR_NOT_SNAPSHOT, "%s: HDF5 cannot open it: %s", path,
-                            kcap_h5_errtext(buf, sizeof buf));
-    }
+    int rc = kcap_seal_verify(fd, path, pool, 1, err);
+    kcap_pool_free(pool);
+    if (rc == KCAP_OK && kcap_sandbox_enabled())
+        rc = kcap_sandbox_probe(fd, path, err);
     if (rc == KCAP_OK)
-        rc = read_meta(&r, f, &s->meta);
-    if (rc == KCAP_OK)
-        rc = read_scalars(&r, f, s);
-    if (rc == KCAP_OK)
-        rc = read_tensors(&r, f, s, KCAP_DIR_IN, mode, stored ? &st : NULL, &nst);
-    if (rc == KCAP_OK)
-        rc = read_tensors(&r, f, s, KCAP_DIR_OUT, mode, stored ? &st : NULL, &nst);
-    if (f >= 0)
-        H5Fclose(f);
-    H5Eclear2(H5E_DEFAULT);
-    kcap_h5_unlock();
-    rctx_free(&r);
+        rc = kcap_read_fd(fd, path, mode, out, stored, err);
     close(fd);
-    if (rc == KCAP_OK) {
-        const kcap_call_desc *d = kcap_call_find(s->meta.call);
-        if (!d)
-            rc = kcap_error_set(err, KCAP_ERR_UNKNOWN_CALL, "%s: call '%s' has no description "
-                                "in this kcap", path, s->meta.call);
-        else if (d->abi_version != s->meta.abi_version)
-            rc = kcap_error_set(err, KCAP_ERR_VERSION, "%s: call %s ABI version %d, this kcap "
-                                "describes version %d", path, d->name, s->meta.abi_version,
-                                d->abi_version);
-        else if ((rc = kcap_call_validate_ex(d, s, mode == MODE_HEADER, err)) != KCAP_OK)
-            kcap_error_prefix(err, "%s", path);
-    }
-    if (rc != KCAP_OK || !out) {
-        kcap_snapshot_free(s);
-        free(st);
-        return rc;
-    }
-    *out = s;
-    if (stored)
-        *stored = st;
-    return KCAP_OK;
+    return rc;
 }
 
 int kcap_snapshot_read(const char *path, kcap_snapshot **out, kcap_error *err)
 {
     if (!out)
         return kcap_error_set(err, KCAP_ERR_ARG, "kcap_snapshot_read: NULL out");
-    return read_file(path, out, NULL, MODE_FULL, err);
+    return read_file(path, out, NULL, KCAP_RMODE_FULL, err);
 }
 
 int kcap_snapshot_read_header(const char *path, kcap_snapshot **out, size_t **stored_bytes,
@@ -677,10 +534,10 @@ int kcap_snapshot_read_header(const char *path, kcap_snapshot **out, size_t **st
 {
     if (!out)
         return kcap_error_set(err, KCAP_ERR_ARG, "kcap_snapshot_read_header: NULL out");
-    return read_file(path, out, stored_bytes, MODE_HEADER, err);
+    return read_file(path, out, stored_bytes, KCAP_RMODE_HEADER, err);
 }
 
 int kcap_snapshot_check(const char *path, kcap_error *err)
 {
-    return read_file(path, NULL, NULL, MODE_CHECK, err);
+    return read_file(path, NULL, NULL, KCAP_RMODE_CHECK, err);
 }

@@ -184,6 +184,24 @@ int kcap_seal_write(int fd, const char *path, kcap_pool *pool, const kcap_extent
 
 static int is_hdf5_sig(const uint8_t *p) { return !memcmp(p, "\211HDF\r\n\032\n", 8); }
 
+/* A damaged kcap magic: a few bits off "KCAPSNAP", or the seal's own text still there. */
+static int near_magic(const uint8_t *ub, size_t got)
+{
+    int bits = 0;
+    for (int i = 0; i < 8; i++)
+        bits += __builtin_popcount((unsigned)(ub[i] ^ (uint8_t)KCAP_SEAL_MAGIC[i]));
+    return bits <= 4 || (got >= OFF_TEXT + 40 && memmem(ub + OFF_TEXT, 200, "kcap snapshot, format",
+                                                       21) != NULL);
+}
+
+/* The seal text names the version it was written for ("format 2.0"). */
+static int text_says_version(const uint8_t *ub, unsigned major)
+{
+    char want[40];
+    snprintf(want, sizeof want, "kcap snapshot, format %u.", major);
+    return memmem(ub + OFF_TEXT, 200, want, strlen(want)) != NULL;
+}
+
 /* Names the datasets whose stored bytes overlap [a, b). */
 static void overlap_names(const uint8_t *ub, uint32_t next, uint64_t a, uint64_t b, char *out,
                           size_t n)
@@ -193,9 +211,10 @@ static void overlap_names(const uint8_t *ub, uint32_t next, uint64_t a, uint64_t
     for (uint32_t i = 0; i < next && i < KCAP_SEAL_MAX_EXTENTS; i++) {
         const uint8_t *r = ub + KCAP_SEAL_EXT_OFF + (size_t)i * EXT_REC;
         uint64_t eb = get64(r), ee = get64(r + 8);
-        char name[65];
-        memcpy(name, r + 16, 64);
-        name[64] = '\0';
+        char raw[65], name[4 * 64 + 1]; /* bytes from the file: escaped for any printer */
+        memcpy(raw, r + 16, 64);
+        raw[64] = '\0';
+        kcap_printable(name, sizeof name, raw);
         if (eb < b && a < ee && used + strlen(name) + 3 < n)
             used += (size_t)snprintf(out + used, n - used, "%s%s", used ? ", " : "", name);
     }
@@ -234,30 +253,44 @@ int kcap_seal_verify(int fd, const char *path, kcap_pool *pool, int full, kcap_e
         int hdf5 = got >= 8 && is_hdf5_sig(ub);
         for (size_t o = 512; !hdf5 && o + 8 <= got; o *= 2)
             hdf5 = is_hdf5_sig(ub + o);
-        rc = kcap_error_set(err, KCAP_ERR_NOT_SNAPSHOT,
-                            hdf5 ? "%s: an HDF5 file but not a kcap snapshot (no kcap seal)"
-                                 : "%s: not a kcap snapshot (neither a kcap seal nor an HDF5 "
-                                   "signature at the start)",
-                            path);
+        if (!hdf5 && got >= 8 && near_magic(ub, got))
+            rc = kcap_error_set(err, KCAP_ERR_CORRUPT, "%s: corrupt: the kcap seal's magic "
+                                "bytes are damaged (a damaged snapshot, not another format)",
+                                path);
+        else
+            rc = kcap_error_set(err, KCAP_ERR_NOT_SNAPSHOT,
+                                hdf5 ? "%s: an HDF5 file but not a kcap snapshot (no kcap seal)"
+                                     : "%s: not a kcap snapshot (neither a kcap seal nor an "
+                                       "HDF5 signature at the start)",
+                                path);
         goto out;
     }
     unsigned major = get16(ub + OFF_MAJOR), minor = get16(ub + OFF_MINOR);
-    if (major != KCAP_FORMAT_MAJOR) {
-        rc = kcap_error_set(err, KCAP_ERR_VERSION,
-                            "%s: snapshot format version %u.%u is not supported (this kcap "
-                            "reads %d.x)",
-                            path, major, minor, KCAP_FORMAT_MAJOR);
-        goto out;
-    }
     if (got < KCAP_UB_SIZE) {
         rc = kcap_error_set(err, KCAP_ERR_CORRUPT,
                             "%s: truncated: %llu bytes, shorter than its %d-byte header", path,
                             (unsigned long long)fsize, KCAP_UB_SIZE);
         goto out;
     }
-    if (get32(ub + OFF_UBSIZE) != KCAP_UB_SIZE || get64(ub + OFF_HASH) != header_hash(ub)) {
-        rc = kcap_error_set(err, KCAP_ERR_CORRUPT, "%s: seal header damaged (header checksum "
-                            "mismatch)", path);
+    /* The header hash before the version: a bit flip in the version field is damage, not
+     * a newer format. A genuinely newer header (which this kcap may not know how to hash)
+     * says its version in the text too. */
+    int hash_ok = get32(ub + OFF_UBSIZE) == KCAP_UB_SIZE && get64(ub + OFF_HASH) == header_hash(ub);
+    if (major != KCAP_FORMAT_MAJOR && (hash_ok || text_says_version(ub, major))) {
+        rc = kcap_error_set(err, KCAP_ERR_VERSION,
+                            "%s: snapshot format version %u.%u is not supported (this kcap "
+                            "reads %d.x)",
+                            path, major, minor, KCAP_FORMAT_MAJOR);
+        goto out;
+    }
+    if (!hash_ok) {
+        if (major != KCAP_FORMAT_MAJOR)
+            rc = kcap_error_set(err, KCAP_ERR_CORRUPT, "%s: corrupt: seal header damaged "
+                                "(header checksum mismatch; its version field reads %u.%u, "
+                                "which the damage explains)", path, major, minor);
+        else
+            rc = kcap_error_set(err, KCAP_ERR_CORRUPT, "%s: corrupt: seal header damaged "
+                                "(header checksum mismatch)", path);
         goto out;
     }
     uint64_t want_size = get64(ub + OFF_FSIZE);

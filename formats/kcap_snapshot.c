@@ -184,3 +184,26 @@ size_t kcap_snapshot_bytes(const kcap_snapshot *s)
         n += s->tensors[i].nbytes;
     return n;
 }
+
+const char *kcap_printable(char *dst, size_t n, const char *src)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t u = 0;
+    if (!n)
+        return dst;
+    for (const unsigned char *c = (const unsigned char *)(src ? src : ""); *c; c++) {
+        int plain = *c >= 0x20 && *c < 0x7f && *c != '\\';
+        if (u + (plain ? 1 : 4) >= n)
+            break;
+        if (plain) {
+            dst[u++] = (char)*c;
+        } else {
+            dst[u++] = '\\';
+            dst[u++] = 'x';
+            dst[u++] = hex[*c >> 4];
+            dst[u++] = hex[*c & 15];
+        }
+    }
+    dst[u] = '\0';
+    return dst;
+}

@@ -125,8 +125,16 @@ typedef struct kcap_writer kcap_writer; /* opaque: thread pool + scratch buffers
 kcap_writer *kcap_writer_create(const kcap_writer_opts *opts, kcap_error *err);
 void kcap_writer_free(kcap_writer *w); /* accepts NULL */
 
-/* Write atomically: temp file in the same directory (mode 0600), fsync, rename, fsync dir.
- * Never leaves a partial file under `path`; never follows a symlink at `path`.
+/* The name a snapshot was to be written under is taken: kcap_snapshot_write never replaces
+ * a file. The caller picks another name and writes again. (An alias until common/ has a
+ * code of its own: kcap_snapshot_write returns KCAP_ERR_FULL for no other reason.) */
+#define KCAP_ERR_EXISTS KCAP_ERR_FULL
+
+/* Write atomically: temp file in the same directory (mode 0600), fsync, rename without
+ * replacing (renameat2 RENAME_NOREPLACE, else link + unlink), fsync dir. Never leaves a
+ * partial file under `path`; never follows a symlink at `path`; never replaces an existing
+ * file: KCAP_ERR_EXISTS when `path` exists (checked first, and again atomically at the
+ * rename, so a concurrent writer of the same name loses cleanly, its temp file removed).
  * One snapshot at a time per writer (callers serialise); internally parallel. */
 int kcap_snapshot_write(kcap_writer *w, const kcap_snapshot *s, const char *path,
                         kcap_error *err);
@@ -151,6 +159,12 @@ int kcap_snapshot_check(const char *path, kcap_error *err);
 
 /* Register the zstd filter (id 32015) with the in-process libhdf5; idempotent. */
 int kcap_h5zstd_register(void);
+
+/* Copies src into dst (n bytes, NUL-terminated, truncated) with every byte that is not
+ * printable ASCII, and the backslash, written as \xNN: every string that comes from a file
+ * (metadata, names, paths) is printed through this, so terminal escape sequences stored
+ * in a snapshot stay inert. Returns dst. */
+const char *kcap_printable(char *dst, size_t n, const char *src);
 
 /* XXH64 of a buffer (seed 0), used for tensor checksums and lib_hash. */
 uint64_t kcap_xxh64(const void *data, size_t len, uint64_t seed);

@@ -48,8 +48,11 @@ static int cmp_sr(const void *x, const void *y)
     return a->i < b->i ? -1 : a->i > b->i;
 }
 
+/* Rows of one slot must be identical: compared byte for byte, or (`row_hash`, from a
+ * streaming check that did not keep the data) by their XXH64. */
 static int check_rows(const kcap_call_desc *d, const kcap_arg_desc *a, const kcap_tensor *t,
-                      const kcap_snapshot *s, const char *full, kcap_error *err)
+                      const kcap_snapshot *s, const char *full, const uint64_t *row_hash,
+                      kcap_error *err)
 {
     int64_t *rows, pool_rows, row_stride;
     size_t nrows;
@@ -72,8 +75,9 @@ static int check_rows(const kcap_call_desc *d, const kcap_arg_desc *a, const kca
     size_t rb = nrows ? t->nbytes / nrows : 0;
     for (size_t i = 1; i < nrows && !rc; i++)
         if (v[i].slot == v[i - 1].slot &&
-            memcmp((const uint8_t *)t->data + v[i].i * rb,
-                   (const uint8_t *)t->data + v[i - 1].i * rb, rb))
+            (row_hash ? row_hash[v[i].i] != row_hash[v[i - 1].i]
+                      : memcmp((const uint8_t *)t->data + v[i].i * rb,
+                               (const uint8_t *)t->data + v[i - 1].i * rb, rb) != 0))
             rc = kcap_error_set(err, KCAP_ERR_CORRUPT, "%s: rows %zu and %zu both hold slot "
                                 "%lld but differ", full, v[i - 1].i, v[i].i,
                                 (long long)v[i].slot);
@@ -170,7 +174,7 @@ int kcap_call_validate_ex(const kcap_call_desc *d, const kcap_snapshot *s, int h
                                       "strides", full);
         }
         if (a->gather == KCAP_GATHER_ROWS && !headers_only && t->data &&
-            (rc = check_rows(d, a, t, s, full, err)))
+            (rc = check_rows(d, a, t, s, full, NULL, err)))
             return rc;
     }
     return KCAP_OK;
@@ -179,4 +183,17 @@ int kcap_call_validate_ex(const kcap_call_desc *d, const kcap_snapshot *s, int h
 int kcap_call_validate(const kcap_call_desc *d, const kcap_snapshot *snap, kcap_error *err)
 {
     return kcap_call_validate_ex(d, snap, 0, err);
+}
+
+int kcap_call_check_row_hashes(const kcap_call_desc *d, const kcap_snapshot *s,
+                               const char *name, kcap_dir dir, const uint64_t *row_hash,
+                               kcap_error *err)
+{
+    const kcap_arg_desc *a = find_arg(d, name, 1, dir);
+    const kcap_tensor *t = kcap_snapshot_tensor(s, name, dir);
+    if (!a || !t || a->gather != KCAP_GATHER_ROWS || !row_hash)
+        return KCAP_OK;
+    char full[96];
+    snprintf(full, sizeof full, "/%s/%s", dir == KCAP_DIR_IN ? "inputs" : "outputs", name);
+    return check_rows(d, a, t, s, full, row_hash, err);
 }

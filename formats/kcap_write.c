@@ -426,6 +426,8 @@ static hid_t make_group(hid_t f, const char *name)
     hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);
     H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED);
     hid_t g = H5Gcreate2(f, name, H5P_DEFAULT, gcpl, H5P_DEFAULT);
+    if (g < 0)
+        kcap_h5_errsave();
     H5Pclose(gcpl);
     return g;
 }
@@ -441,6 +443,8 @@ static int write_hdf5(wctx *c, const kcap_snapshot *s, const char *h5name)
     H5Pset_file_locking(fapl, 0, 1); /* a private temp file: nobody else opens it */
 #endif
     hid_t f = H5Fcreate(h5name, H5F_ACC_TRUNC, fcpl, fapl);
+    if (f < 0)
+        kcap_h5_errsave(); /* H5Pclose clears the error stack */
     H5Pclose(fcpl);
     H5Pclose(fapl);
     hid_t g[3] = {-1, -1, -1};

@@ -66,6 +66,27 @@ $(FORMATS_FUZZ): tests/formats/fuzz_reader.c $(FORMATS_SRCS) common/kcap_error.c
 ALL_TARGETS += $(FORMATS_FUZZ)
 endif
 
-FORMATS_SCRIPTS := tests/formats/test_h5tools.sh tests/formats/test_cli.sh tests/formats/test_fuzz.sh
+FORMATS_SCRIPTS := tests/formats/test_h5tools.sh tests/formats/test_cli.sh tests/formats/test_fuzz.sh \
+	tests/formats/test_bounded.sh
 TESTS += $(FORMATS_SCRIPTS)
 ASAN_TESTS += tests/formats/test_cli.sh
+
+# The resealing fuzzer (tests/formats/fuzz_reseal.c): mutated snapshots with a recomputed
+# seal through every reader path. A bounded run is part of `make test`
+# (tests/formats/test_reseal_fuzz.sh, KCAP_RESEAL_SECONDS, default 20); `make fuzz-long`
+# runs KCAP_FUZZ_LONG_SECONDS (default 3600) on every core, crashes saved to build/fuzz-crashes.
+FORMATS_RESEAL := $(TBIN)/formats/fuzz_reseal
+$(FORMATS_RESEAL): $(OBJ)/tests/formats/fuzz_reseal.o $(OBJ)/tests/formats/fmt_testutil.o $(FORMATS_LIB) $(COMMON_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ $(FORMATS_LIBS)
+ALL_TARGETS += $(FORMATS_RESEAL)
+TESTS += tests/formats/test_reseal_fuzz.sh
+
+.PHONY: fuzz-long
+fuzz-long: $(FORMATS_RESEAL)
+	@mkdir -p $(BUILD)/fuzz-crashes
+	@n=$$(nproc); for i in $$(seq 1 $$n); do \
+	  $(FORMATS_RESEAL) -t $${KCAP_FUZZ_LONG_SECONDS:-3600} -s $$i -o $(BUILD)/fuzz-crashes \
+	    tests/formats/corpus/ok-*.h5 > $(BUILD)/fuzz-crashes/run-$$i.log 2>&1 & done; \
+	  wait; cat $(BUILD)/fuzz-crashes/run-*.log | grep -v '^fuzz_reseal: [0-9]* execs'; \
+	  ! ls $(BUILD)/fuzz-crashes/crash-*.h5 >/dev/null 2>&1

@@ -1,6 +1,7 @@
 /*
  * kcap_snapfiles.h — turn the PATH... arguments of `kcap replay` into a sorted list of
- * snapshot files: files are taken as given, directories are walked recursively for *.h5.
+ * snapshot files: files are taken as given, directories are walked recursively for *.h5
+ * by formats/kcap_dirwalk.h (the walker `kcap check` and `kcap ls` use too).
  *
  * Sorted by path so that a corpus replays in the same order on every machine and every run
  * (tables and JSON diff cleanly); a path that does not exist is kept in the list, so it

@@ -57,5 +57,48 @@ order=$(echo "$out" | tail -n +2 | awk '{print $2}' | tr '\n' ' ')
 echo "$out" | grep -q "bs=3 q_len=4 H=8 kv_rows=22" || bad "ls shape summary"
 [ "$($K ls -r "$work/snaps" | tail -n +2 | wc -l)" -eq 4 ] || bad "ls -r"
 $K ls tests/formats/corpus >/dev/null 2>&1; [ $? -eq 1 ] || bad "ls with bad files exits 1"
+
+# ---- hostile directories (issue 13): every reader command, none may hang or crash ----
+CPU=$B/lib/libverify_attn_cpu.so
+h=$work/hostile; mkdir -p "$h"
+cp "$work/snaps/a.h5" "$h/good.h5"
+mkfifo "$h/fifo.h5"
+for c in "info $h/fifo.h5" "check $h" "ls $h" "replay $h --kernel $CPU" "diff $h/fifo.h5 $h/good.h5"; do
+    timeout 20 $K $c > "$work/out" 2>&1; rc=$?
+    [ $rc -eq 124 ] && bad "kcap $c hangs on a FIFO"
+    [ $rc -ge 1 ] && [ $rc -le 3 ] || bad "kcap $c with a FIFO: exit $rc (want a failure status)"
+    grep -q "fifo.h5: not a regular file (FIFO)" "$work/out" || bad "kcap $c: no clear FIFO message: $(head -c 300 "$work/out")"
+done
+grep -q "^OK   $h/good.h5" <(timeout 20 $K check "$h") || bad "check: the good file beside the FIFO"
+rm -f "$h/fifo.h5"
+# empty directory: a message and exit 3, not a silent success
+mkdir -p "$work/empty"
+for c in check ls; do
+    $K $c "$work/empty" > "$work/out" 2>&1; rc=$?
+    [ $rc -eq 3 ] && grep -q "no snapshot files" "$work/out" || bad "kcap $c of an empty dir: exit $rc, '$(cat "$work/out")'"
+done
+# writer temp files are reported with their writer's state, not hidden
+sleep 1000 & live=$!
+touch "$h/.kcap-tmp.$live.0.1234" "$h/.kcap-tmp.999999999.3.77"
+$K check "$h" > "$work/out" 2>&1
+grep -q "^TMP  $h/.kcap-tmp.$live.0.1234: .*pid $live (that process is running" "$work/out" || bad "check: live temp file: $(cat "$work/out")"
+grep -q "^TMP  $h/.kcap-tmp.999999999.3.77: .*(that process is gone: stale" "$work/out" || bad "check: stale temp file"
+$K ls "$h" 2> "$work/err" > /dev/null
+grep -q "^kcap ls: TMP $h/.kcap-tmp.999999999.3.77: .*stale" "$work/err" || bad "ls: stale temp file: $(cat "$work/err")"
+kill $live; rm -f "$h"/.kcap-tmp.*
+# check and replay see the same files (one walker): non-.h5 names are not snapshots
+echo notes > "$h/README.txt"; mkdir -p "$h/sub"; cp "$work/snaps/b.h5" "$h/sub/"
+ln -s "$h" "$h/sub/loop"
+nc=$($K check "$h" | grep -cE '^(OK|BAD) ')
+$K replay "$h" --kernel "$CPU" --json "$work/r.json" > /dev/null 2>&1
+nr=$("$PY" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["cases"]))' "$work/r.json" 2>/dev/null)
+[ "$nc" -eq 2 ] && [ "$nr" = 2 ] || bad "check ($nc) and replay (${nr:-?}) should both see 2 snapshots"
+# terminal escapes stored in metadata are printed escaped
+$T snap "$h/esc.h5" - 4 $'2026\e]0;pwned\a\e[2J' || bad "mksnap esc"
+for c in info ls; do
+    $K $c "$h/esc.h5" > "$work/out" 2>&1
+    grep -q $'\e' "$work/out" && bad "kcap $c prints a raw escape sequence from the file"
+    grep -qF '2026\x1b]0;pwned\x07\x1b[2J' "$work/out" || bad "kcap $c: the escaped time string: $(cat "$work/out" | head -3)"
+done
 [ $fail -eq 0 ] && echo "cli ok"
 exit $fail

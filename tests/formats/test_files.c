@@ -2,13 +2,16 @@
  * test_files.c — the file-system contract of kcap_snapshot_write: 0600 files and 0700
  * directories (whatever the umask), no partial file left when the write fails (file size
  * limit in a child, missing directory, directory in the way), no symlink followed or
- * replaced, an existing snapshot atomically replaced, and writers and readers running in
+ * replaced, an existing snapshot never replaced (up front and in a race at the rename,
+ * renameat2 and its link fallback), and writers and readers running in
  * several threads at once (the global HDF5 lock).
  */
 #include "fmt_testutil.h"
+#include "kcap_fsutil.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <hdf5.h>
 #include <pthread.h>
 #include <signal.h>
@@ -29,6 +32,48 @@ static int count_entries(const char *dir)
     if (d)
         closedir(d);
     return n;
+}
+
+/* An existing name is never replaced: refused up front (KCAP_ERR_EXISTS, the file and
+ * its inode untouched, no temp left), and atomically at the rename when the name appears
+ * while the snapshot is being written; the link + unlink fallback of file systems without
+ * renameat2 RENAME_NOREPLACE refuses the same way. */
+static void no_replace(const kcap_snapshot *s, const char *file, const char *dir)
+{
+    kcap_error err = {0};
+    struct stat a, b;
+    CHECK(!stat(file, &a), "%s exists", file);
+    int rc = kcap_snapshot_write(NULL, s, file, &err);
+    CHECK(rc == KCAP_ERR_EXISTS && strstr(err.msg, "already exists"), "rewrite: rc %d %s", rc,
+          err.msg);
+    CHECK(!stat(file, &b) && a.st_ino == b.st_ino && a.st_mtime == b.st_mtime, "file untouched");
+    CHECK(count_entries(dir) == 1, "nothing left beside it");
+    /* the race: the name appears between open and commit */
+    char *late = tu_path("a/b/c/late.h5");
+    kcap_atomic at;
+    CHECK_OK(kcap_atomic_open(&at, late, &err), err);
+    FILE *f = fopen(late, "w");
+    fputs("theirs", f);
+    fclose(f);
+    rc = kcap_atomic_commit(&at, &err);
+    CHECK(rc == KCAP_ERR_EXISTS && strstr(err.msg, "never replaced"), "race: rc %d %s", rc,
+          err.msg);
+    CHECK(!stat(late, &b) && b.st_size == 6, "their file kept");
+    CHECK(count_entries(dir) == 2, "no temp file left after the lost race");
+    /* the fallback used where renameat2(RENAME_NOREPLACE) is refused */
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    int tfd = openat(dfd, "t1", O_CREAT | O_WRONLY, 0600);
+    close(tfd);
+    errno = 0;
+    CHECK(kcap_link_noreplace(dfd, "t1", "late.h5") == -1 && errno == EEXIST,
+          "fallback onto an existing name: errno %d", errno);
+    CHECK(kcap_link_noreplace(dfd, "t1", "t2") == 0 && faccessat(dfd, "t1", F_OK, 0) &&
+              !faccessat(dfd, "t2", F_OK, 0), "fallback moves the temp name");
+    CHECK(kcap_rename_noreplace(dfd, "t2", "late.h5") == -1 && errno == EEXIST,
+          "renameat2 path onto an existing name: errno %d", errno);
+    unlinkat(dfd, "t2", 0);
+    unlink(late);
+    close(dfd);
 }
 
 static kcap_snapshot *small_snap(uint64_t seed, tu_vattn *v)
@@ -93,10 +138,7 @@ int main(void)
     CHECK(!stat(file, &st) && (st.st_mode & 0777) == 0600, "file mode %o", st.st_mode & 0777);
     umask(old);
     CHECK(count_entries(dir) == 1, "only the snapshot in the directory");
-    /* replacing an existing snapshot */
-    CHECK_OK(kcap_snapshot_write(NULL, s, file, &err), err);
-    CHECK_OK(kcap_snapshot_check(file, &err), err);
-    CHECK(count_entries(dir) == 1, "replaced in place");
+    no_replace(s, file, dir);
 
     /* symlinks: never followed, never replaced */
     char *target = tu_path("victim.txt"), *link = tu_path("a/b/c/link.h5");

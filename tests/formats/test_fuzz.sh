@@ -9,11 +9,13 @@ C=tests/formats/corpus
 [ -x "$F" ] || { echo "clang with libFuzzer not available: fuzz target not built"; exit 77; }
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}:allocator_may_return_null=1
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}:halt_on_error=1
-"$F" -rss_limit_mb=4096 "$C"/* || { echo "FAIL: corpus run"; exit 1; }
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-cp "$C"/* "$work"/
+# crash artifacts go to KCAP_FUZZ_ARTIFACTS (default: the scratch dir), never the tree
+art=${KCAP_FUZZ_ARTIFACTS:-$work/art}/; mkdir -p "$art"
+"$F" -rss_limit_mb=4096 -artifact_prefix="$art" "$C"/* || { echo "FAIL: corpus run"; exit 1; }
+mkdir -p "$work/corpus"; cp "$C"/* "$work/corpus"/
 "$F" -max_total_time="${KCAP_FUZZ_SECONDS:-25}" -timeout=20 -rss_limit_mb=4096 -max_len=65536 \
-    -print_final_stats=1 "$work" 2>&1 | tail -n 25
+    -artifact_prefix="$art" -print_final_stats=1 "$work/corpus" 2>&1 | tail -n 25
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "FAIL: fuzzing found a problem (exit $rc)"; exit 1; }
 echo "fuzz ok"

@@ -2,11 +2,13 @@
  * test_units.c — unit tables of the formats pieces: XXH64 (known vectors, and against the
  * checksum zstd itself puts in a frame), streaming = one-shot, byte shuffle vs HDF5's layout,
  * chunk layout, dtype names, the expression evaluator (values and errors), and record /
- * validate refusing bad calls with messages that name the argument.
+ * validate refusing bad calls with messages that name the argument, libhdf5 messages kept
+ * across cleanup calls, escaping of strings printed from files.
  */
 #include "fmt_testutil.h"
 #include "kcap_fmt_internal.h"
 
+#include <hdf5.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
@@ -195,6 +197,47 @@ static void test_bad_calls(void)
     tu_vattn_free(&v);
 }
 
+/* libhdf5's reason survives the cleanup calls that clear its error stack, and a system
+ * call's failure in a file driver comes out as its errno text (not "unknown HDF5 error" /
+ * "input/output error"); strings printed from files are escaped. */
+static void test_messages(void)
+{
+    static const struct {
+        const char *path, *want;
+    } cases[] = {
+        {"/nonexistent-kcap-dir/x.h5", "No such file or directory"},
+        {"/proc/version/x.h5", "Not a directory"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char buf[400];
+        kcap_h5_lock();
+        hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+        hid_t f = H5Fcreate(cases[i].path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+        kcap_h5_errsave();
+        H5Pclose(fapl); /* clears the stack */
+        kcap_h5_errtext(buf, sizeof buf);
+        kcap_h5_unlock();
+        CHECK(f < 0 && strstr(buf, cases[i].want), "%s: '%s' should say '%s'", cases[i].path,
+              buf, cases[i].want);
+    }
+    static const struct {
+        const char *in, *out;
+        size_t n;
+    } esc[] = {
+        {"plain-name_1.h5", "plain-name_1.h5", 64},
+        {"a\033[2Jb", "a\\x1b[2Jb", 64},
+        {"back\\slash\x07", "back\\x5cslash\\x07", 64},
+        {"\xc3\xa9t\xe9", "\\xc3\\xa9t\\xe9", 64},
+        {"ab\033", "ab", 6}, /* an escape never cut in half */
+    };
+    for (size_t i = 0; i < sizeof esc / sizeof esc[0]; i++) {
+        char buf[64];
+        kcap_printable(buf, esc[i].n, esc[i].in);
+        CHECK(!strcmp(buf, esc[i].out), "kcap_printable case %zu: '%s', want '%s'", i, buf,
+              esc[i].out);
+    }
+}
+
 int main(void)
 {
     test_xxh64();
@@ -203,6 +246,7 @@ int main(void)
     test_dtypes();
     test_expr();
     test_bad_calls();
+    test_messages();
     char *txt = kcap_call_describe(kcap_call_find("vattn_verify"));
     CHECK(txt && strstr(txt, "| kv_cache | input |") && strstr(txt, "kv_indices"), "describe");
     free(txt);

@@ -5,6 +5,9 @@
  *                                   with each tensor's dense bytes (what h5py must read back;
  *                                   DUMPDIR "-" = none); SEQ/TIME override the metadata
  *   tool_mksnap corpus DIR          the seed corpus: ok-* (valid) and bad-* (must be refused)
+ *   tool_mksnap zeros FILE MIB [random]  a valid snapshot whose kv_cache is MIB MiB of zeros
+ *                                   (a tiny file declaring a huge tensor: kcap check must stay
+ *                                   bounded), or of one random row repeated (a big file)
  */
 #include "fmt_testutil.h"
 #include "kcap_fmt_internal.h"
@@ -13,6 +16,7 @@
 #include <hdf5.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -80,6 +84,32 @@ static int do_snap(const char *file, const char *dump, int argc, char **argv)
     return 0;
 }
 
+/* The dtype and xxh64 attributes every tensor carries. */
+static void tensor_attrs(hid_t d, const char *dtype, uint64_t h)
+{
+    hid_t s = H5Screate(H5S_SCALAR), t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, strlen(dtype));
+    hid_t a = H5Acreate2(d, "dtype", t, s, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, t, dtype);
+    H5Aclose(a);
+    a = H5Acreate2(d, "xxh64", H5T_STD_U64LE, s, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_UINT64, &h);
+    H5Aclose(a);
+    H5Tclose(t);
+    H5Sclose(s);
+}
+
+/* Recomputes the seal of a file libhdf5 has just written (HDF5 closed). */
+static int reseal_file(const char *path)
+{
+    int fd = open(path, O_RDWR);
+    kcap_error err = {0};
+    int rc = fd < 0 ? 1 : kcap_seal_write(fd, path, NULL, NULL, 0, &err);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
 /* A sealed file whose HDF5 body says what we want (forgeries that pass the seal). */
 static int forge(const char *path, int kind)
 {
@@ -122,16 +152,7 @@ static int forge(const char *path, int kind)
         hid_t sp = H5Screate_simple(2, dims, NULL), dc = H5Pcreate(H5P_DATASET_CREATE);
         H5Pset_chunk(dc, 2, ch);
         hid_t d = H5Dcreate2(g, "kv_cache", H5T_STD_U16LE, sp, H5P_DEFAULT, dc, H5P_DEFAULT);
-        t = H5Tcopy(H5T_C_S1);
-        H5Tset_size(t, 8);
-        a = H5Acreate2(d, "dtype", t, s, H5P_DEFAULT, H5P_DEFAULT);
-        H5Awrite(a, t, "bfloat16");
-        H5Aclose(a);
-        H5Tclose(t);
-        uint64_t h = 0;
-        a = H5Acreate2(d, "xxh64", H5T_STD_U64LE, s, H5P_DEFAULT, H5P_DEFAULT);
-        H5Awrite(a, H5T_NATIVE_UINT64, &h);
-        H5Aclose(a);
+        tensor_attrs(d, "bfloat16", 0);
         H5Dclose(d);
         H5Pclose(dc);
         H5Sclose(sp);
@@ -139,11 +160,105 @@ static int forge(const char *path, int kind)
     }
     H5Sclose(s);
     H5Fclose(f);
-    int fd = open(path, O_RDWR);
+    return reseal_file(path);
+}
+
+
+/* A copy of a valid snapshot with one HDF5 object swapped for what a hostile file could
+ * declare, resealed so only the reader's own checks stand in the way. kind: 1 a soft link,
+ * 2 an external link (in /inputs), 3 kv_indptr with external raw storage (/etc/passwd),
+ * 4 kv_indptr as a virtual dataset. */
+static int tamper(const char *src, const char *dst, int kind)
+{
+    size_t n = 0;
+    uint8_t *b = slurp(src, &n);
+    if (!b || write_file(dst, b, n))
+        return 1;
+    free(b);
+    hid_t f = H5Fopen(dst, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t g = f < 0 ? -1 : H5Gopen2(f, "inputs", H5P_DEFAULT);
+    if (g < 0)
+        return 1;
+    if (kind == 1)
+        H5Lcreate_soft("/inputs/q", g, "zz_alias", H5P_DEFAULT, H5P_DEFAULT);
+    else if (kind == 2)
+        H5Lcreate_external("/etc/passwd", "/", g, "zz_elsewhere", H5P_DEFAULT, H5P_DEFAULT);
+    else {
+        int32_t ip[2];
+        FILE *pf = fopen("/etc/passwd", "rb");
+        if (!pf || fread(ip, 1, sizeof ip, pf) != sizeof ip)
+            memset(ip, 0, sizeof ip);
+        if (pf)
+            fclose(pf);
+        H5Ldelete(g, "kv_indptr", H5P_DEFAULT);
+        hsize_t dims[1] = {2};
+        hid_t sp = H5Screate_simple(1, dims, NULL), dc = H5Pcreate(H5P_DATASET_CREATE);
+        if (kind == 3) {
+            H5Pset_external(dc, "/etc/passwd", 0, sizeof ip);
+        } else {
+            hid_t ssp = H5Screate_simple(1, dims, NULL);
+            H5Pset_virtual(dc, sp, "/tmp/kcap-vds-source.h5", "/data", ssp);
+            H5Sclose(ssp);
+        }
+        hid_t d = H5Dcreate2(g, "kv_indptr", H5T_STD_I32LE, sp, H5P_DEFAULT, dc, H5P_DEFAULT);
+        tensor_attrs(d, "int32", kcap_xxh64(ip, sizeof ip, 0)); /* what an old reader pulls in */
+        H5Dclose(d);
+        H5Pclose(dc);
+        H5Sclose(sp);
+    }
+    H5Gclose(g);
+    H5Fclose(f);
+    return reseal_file(dst);
+}
+
+/* kv_cache of `mib` MiB of zeros (read-only zero pages of an anonymous mapping: no RSS),
+ * every key in slot 0 of a one-slot pool: valid, compresses to almost nothing. */
+static int do_zeros(const char *file, long mib, int random)
+{
+    const int64_t row = 576, nnz = (int64_t)mib * (1 << 20) / (row * 2);
+    size_t kvb = (size_t)(nnz * row * 2);
+    void *kv = mmap(NULL, kvb, random ? PROT_READ | PROT_WRITE : PROT_READ,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (random && kv != MAP_FAILED) /* distinct rows, each in its own slot */
+        for (int64_t r = 0; r < nnz; r++)
+            tu_fill_bf16((uint16_t *)kv + r * row, (size_t)row, (uint64_t)r + 5);
+    int64_t *idx = calloc((size_t)nnz, 8);
+    for (int64_t i = 0; random && idx && i < nnz; i++)
+        idx[i] = i;
+    int32_t indptr[2] = {0, (int32_t)nnz};
+    static uint16_t q[576], o[512];
+    kcap_snapshot *s = kcap_snapshot_create();
+    if (kv == MAP_FAILED || !idx || !s || nnz > INT32_MAX)
+        return 1;
+    snprintf(s->meta.call, sizeof s->meta.call, "vattn_verify");
+    s->meta.abi_version = VATTN_ABI_VERSION;
+    snprintf(s->meta.time_utc, sizeof s->meta.time_utc, "2026-12-01T00:00:00.000Z");
+    s->meta.rank = -1;
+    static const struct { const char *n; int64_t v; } sc[] = {
+        {"dtype", 0}, {"index_type", 1}, {"bs", 1}, {"q_len", 1}, {"num_heads", 1},
+        {"max_kv_len", 0}, {"q_stride_t", 576}, {"q_stride_h", 576},
+        {"kv_stride", 576}, {"o_stride_t", 512}, {"o_stride_h", 512}};
+    for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++)
+        kcap_snapshot_add_int(s, sc[i].n, sc[i].v);
+    kcap_snapshot_add_int(s, "num_slots", random ? nnz : 1);
+    kcap_snapshot_add_float(s, "sm_scale", 0.0625);
+    int64_t d1[1] = {2}, d2[1] = {nnz}, dq[3] = {1, 1, 576}, dk[2] = {nnz, 576}, dout[3] = {1, 1, 512};
+    void *p;
+    kcap_snapshot_add_tensor(s, "kv_indptr", KCAP_DIR_IN, KCAP_DT_I32, 1, d1, NULL, indptr, &p);
+    kcap_snapshot_add_tensor(s, "kv_indices", KCAP_DIR_IN, KCAP_DT_I64, 1, d2, NULL, idx, &p);
+    kcap_snapshot_add_tensor(s, "q", KCAP_DIR_IN, KCAP_DT_BF16, 3, dq, NULL, q, &p);
+    kcap_snapshot_add_tensor(s, "kv_cache", KCAP_DIR_IN, KCAP_DT_BF16, 2, dk, NULL, kv, &p);
+    kcap_snapshot_add_tensor(s, "o", KCAP_DIR_OUT, KCAP_DT_BF16, 3, dout, NULL, o, &p);
     kcap_error err = {0};
-    int rc = kcap_seal_write(fd, path, NULL, NULL, 0, &err);
-    close(fd);
-    return rc;
+    kcap_writer *w = kcap_writer_create(&(kcap_writer_opts){.threads = 2}, &err);
+    int rc = w ? kcap_snapshot_write(w, s, file, &err) : 1;
+    if (rc)
+        fprintf(stderr, "write: %s\n", err.msg);
+    kcap_writer_free(w);
+    kcap_snapshot_free(s);
+    free(idx);
+    munmap(kv, kvb);
+    return rc != 0;
 }
 
 static int do_corpus(const char *dir)
@@ -199,6 +314,31 @@ static int do_corpus(const char *dir)
     memcpy(b + 40, &h, 8);
     snprintf(p, sizeof p, "%s/bad-version.h5", dir);
     write_file(p, b, n);
+    /* damage in the seal's magic or version field (hash not recomputed): corrupt, not
+     * "not a snapshot" / "unsupported version" */
+    b[8] = 1;
+    memset(b + 40, 0, 8);
+    h = kcap_xxh64(b, KCAP_UB_SIZE, 0);
+    memcpy(b + 40, &h, 8);
+    b[2] ^= 0x04;
+    snprintf(p, sizeof p, "%s/bad-flip-magic.h5", dir);
+    write_file(p, b, n);
+    b[2] ^= 0x04;
+    b[8] ^= 0x02;
+    snprintf(p, sizeof p, "%s/bad-flip-major.h5", dir);
+    write_file(p, b, n);
+    b[8] ^= 0x02;
+    static const char *const tampered[] = {"bad-softlink.h5", "bad-extlink.h5",
+                                           "bad-external-storage.h5", "bad-virtual.h5"};
+    for (int k = 0; k < 4; k++) {
+        snprintf(p, sizeof p, "%s/%s", dir, tampered[k]);
+        if (tamper(q, p, k + 1))
+            return fprintf(stderr, "%s: tampering failed\n", p), 1;
+    }
+    b[8] = 2; /* as it was */
+    memset(b + 40, 0, 8);
+    h = kcap_xxh64(b, KCAP_UB_SIZE, 0);
+    memcpy(b + 40, &h, 8);
     /* the HDF5 body without the seal: a foreign HDF5 file */
     snprintf(p, sizeof p, "%s/bad-foreign-hdf5.h5", dir);
     write_file(p, b + KCAP_UB_SIZE, n - KCAP_UB_SIZE);
@@ -222,6 +362,8 @@ int main(int argc, char **argv)
         return do_snap(argv[2], argv[3], argc, argv);
     if (argc == 3 && !strcmp(argv[1], "corpus"))
         return do_corpus(argv[2]);
-    fprintf(stderr, "usage: tool_mksnap snap FILE DUMPDIR|- [SEQ TIME] | corpus DIR\n");
+    if ((argc == 4 || argc == 5) && !strcmp(argv[1], "zeros"))
+        return do_zeros(argv[2], atol(argv[3]), argc == 5 && !strcmp(argv[4], "random"));
+    fprintf(stderr, "usage: tool_mksnap snap FILE DUMPDIR|- [SEQ TIME] | corpus DIR | zeros FILE MIB [random]\n");
     return 2;
 }

@@ -144,8 +144,11 @@ static void kcap_write_one(kcap_qnode *n)
     int rc = KCAP_ERR_NOMEM;
     /* Graph replays are numbered by their own device-side ticket, eager calls by the host
      * call counter ("-g" / "-s"); an existing file (another run, same pid) is never replaced:
-     * the next suffix is taken. */
-    for (int attempt = 0; g_writer && attempt < 8; attempt++) {
+     * the next suffix is taken, however many runs with this pid and run id came before (a
+     * crash-looping container with a fixed KCAP_RUN_ID): a taken name is not a write failure
+     * and never pauses capture. */
+    int taken = 0;
+    for (int attempt = 0; g_writer && attempt < 100000; attempt++) {
         if (kcap_snapshot_name(path, sizeof path, c->dir, n->snap->meta.call, n->rank,
                                (long)n->snap->meta.pid, n->snap->meta.in_stream_capture,
                                (unsigned long long)n->seq, attempt)) {
@@ -153,14 +156,22 @@ static void kcap_write_one(kcap_qnode *n)
             break;
         }
         struct stat st;
+        taken = 0;
         if (!lstat(path, &st)) {
-            rc = kcap_error_set(&e, KCAP_ERR_IO, "%s exists", path);
+            rc = kcap_error_set(&e, KCAP_ERR_EXISTS, "%s exists", path);
+            taken = 1;
             continue;
         }
         memset(&e, 0, sizeof e);
         rc = kcap_snapshot_write(g_writer, n->snap, path, &e);
-        if (!rc || lstat(path, &st))
+        taken = rc && !lstat(path, &st); /* the name appeared during the write (no-replace) */
+        if (!taken)
             break; /* written, or failed for another reason than the name being taken */
+    }
+    if (rc && taken) { /* 100,000 names taken: counted, but the disk is fine */
+        atomic_fetch_add(&kcap_g_stats.failed_write, 1);
+        kcap_log_once(&g_log_write, KCAP_LOG_WARN, "writing %s failed: every name is taken", path);
+        return;
     }
     if (rc) {
         kcap_write_failed(path, rc, &e);

@@ -29,6 +29,15 @@ if unshare --pid --fork true 2>/dev/null; then
     [ "$got" = "vattn_verify-p1-job7-s000000-1.h5 vattn_verify-p1-job7-s000000.h5 vattn_verify-p1-job7-s000001-1.h5 vattn_verify-p1-job7-s000001.h5 " ] &&
         kcap_check "$T/rid" && ok "same pid and run id twice: the second run's files take suffix -1" ||
         fail "name collision: $got"
+    # ... and ten times (a crash-looping container with a job id): each run's names get the next free
+    # suffix, none counts as a failed write, capture never pauses
+    for run in 3 4 5 6 7 8 9 10; do
+        unshare --pid --fork env KCAP_DIR="$T/rid" KCAP_RUN_ID=job7 LD_PRELOAD="$PRELOAD" "$CLIENT" --calls 2 --seed 7$run --quiet 2>"$T/rid.$run.err"
+    done
+    n=$(ls "$T/rid" | wc -l)
+    [ "$n" = 20 ] && ! grep -q "paused\|write=[1-9]" "$T"/rid.*.err && kcap_check "$T/rid" &&
+        ok "same pid and run id ten times: 20 files, no write failure, capture never paused" ||
+        { cat "$T/rid.10.err"; fail "ten runs with one run id: $n files"; }
 else
     echo "skip: PID reuse (unshare --pid not permitted here)"
 fi

@@ -20,7 +20,7 @@ static atomic_int g_log_invalid, g_log_graph, g_log_record, g_log_full, g_log_ca
     g_log_host_data, g_log_huge;
 
 /* Would this snapshot break KCAP_MAX_BYTES? Reserves the bytes when it fits. */
-static int kcap_bytes_fit(size_t n)
+int kcap_bytes_fit(size_t n)
 {
     if (!kcap_cfg()->max_bytes) {
         atomic_fetch_add(&kcap_g_stats.bytes_accepted, n);

@@ -15,5 +15,7 @@ int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *a, voi
 int kcap_real(kcap_vattn_fn real, const vattn_args *a, void *ws, size_t wsb, void *stream);
 void kcap_unreserve(void); /* the reserved unit did not become a snapshot */
 void kcap_commit(void);    /* it did (queued, or staged on the device) */
+/* KCAP_MAX_BYTES: 1 and the bytes counted as accepted when the snapshot fits, else 0. */
+int kcap_bytes_fit(size_t n);
 
 #endif

@@ -366,17 +366,9 @@ static void kcap_budget_apply(int verdict)
     }
 }
 
-/* How many more snapshots the device may take on its own (graph replays): what the host
- * configuration still allows; 0 when not capturing. Polled by the GPU drainer thread. */
-unsigned int kcap_device_budget(void)
-{
-    if (atomic_load(&g_mode) != KCAP_M_ACTIVE)
-        return 0;
-    return (unsigned int)kcap_budget_left(&g_budget);
-}
-
-/* A snapshot taken by the device at a graph replay: account it like an eager one. */
-void kcap_graph_snapshot_taken(void) { kcap_budget_apply(kcap_budget_device(&g_budget)); }
+/* 1 while capture is active: the drainer grants graph-replay units to the device only then,
+ * and takes the unused ones back when it is not. */
+int kcap_gpu_armed(void) { return atomic_load(&g_mode) == KCAP_M_ACTIVE; }
 
 /* Graph captures open in this process (cudaStreamBeginCapture/EndCapture interposed): while
  * any is open, calls take the slow path even when dormant, to install their graph nodes. */
@@ -446,9 +438,12 @@ static int kcap_reserve(void)
 /* The reservation became a snapshot (queued for writing, or staged on the device). */
 void kcap_commit(void) { kcap_budget_apply(kcap_budget_commit(&g_budget)); }
 
-/* An eager call staged on the device has been drained: it became a snapshot (commit its
- * reservation) or the device or read-back dropped it (give the unit back, so that a later
- * call makes up for it and `kcap arm --count N` still yields N). */
+/* A unit reserved for the GPU path — an eager call staged on the device, or one the drainer
+ * granted the device for graph replays — has been settled: it became a snapshot (commit) or
+ * the device, the read-back or a revocation dropped it (give it back, so that a later call
+ * makes up for it and `kcap arm --count N` still yields N). Every GPU snapshot holds a unit
+ * reserved on the host before the device could use it, so eager and graph captures share
+ * one exact budget. */
 void kcap_gpu_eager_settled(int captured)
 {
     if (captured)
@@ -456,6 +451,9 @@ void kcap_gpu_eager_settled(int captured)
     else
         kcap_unreserve();
 }
+
+/* The drainer reserves one unit to grant the device for graph replays; 0 when none is left. */
+int kcap_gpu_unit_take(void) { return atomic_load(&g_mode) == KCAP_M_ACTIVE && kcap_reserve(); }
 
 int kcap_slow_call(kcap_slot *sl, const vattn_args *a, void *ws, size_t wsb, void *stream)
 {

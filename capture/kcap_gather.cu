@@ -331,7 +331,8 @@ extern "C" __global__ void kcap_stage(struct kcap_stage_args a)
 
 /* The host's changes to the ring, under its lock. op 0: graph_limit = v0. op 1: memory
  * base = v0, cap = v1 (the ring is empty: head = tail). op 2: take the memory away if no
- * region is in flight; out[0] = 1 when done. out[1..2] = tickets, graph_taken afterwards. */
+ * region is in flight; out[0] = 1 when done. op 3: revoke the graph budget (graph_limit =
+ * graph_taken: no replay takes another unit). out[1..2] = tickets, graph_taken afterwards. */
 extern "C" __global__ void kcap_ring_ctl(unsigned long long ringp, int op, unsigned long long v0,
                                          unsigned long long v1, unsigned long long outp)
 {
@@ -347,6 +348,8 @@ extern "C" __global__ void kcap_ring_ctl(unsigned long long ringp, int op, unsig
         ring->cap = v1;
         ring->head = VOL(unsigned long long, ring->tail);
         ring->base = v0;
+    } else if (op == 3) {
+        ring->graph_limit = ring->graph_taken;
     } else if (op == 2) {
         ok = ring->tickets == VOL(unsigned long long, ring->tail_ticket);
         if (ok) {

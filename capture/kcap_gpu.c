@@ -18,6 +18,7 @@
  * exchanged to relaxed, so it never invalidates the host's graph.
  */
 #include "kcap_gpu_int.h"
+#include "kcap_callrec.h" /* kcap_real: the host's errno around the real call */
 
 #include <signal.h>
 #include <stddef.h>
@@ -154,6 +155,9 @@ static kring *kcap_ring_get(const kcap_cu *cu, CUcontext ctx)
         return NULL;
     }
     kcap_ring_books_init(r->books);
+    /* capture is on: the memory now, once, rather than dropping the first calls */
+    if (kcap_gpu_armed())
+        kcap_ring_alloc_mem(r, 1);
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -245,7 +249,16 @@ static CUresult kcap_launch(kring *r, ksite *s, int sid, int phase, int force, C
  * and was settled (drained, or dropped by the device) by the drainer. */
 static int kcap_eager_free(const kcap_cu *cu, ksite *o)
 {
-    return !o->used || (!atomic_load(&o->pending) && cu->cuEventQuery(o->done) == CUDA_SUCCESS);
+    if (!o->used)
+        return 1;
+    if (!atomic_load(&o->launched) || atomic_load(&o->pending))
+        return 0;
+    /* an event query on a host thread would invalidate another thread's global-mode graph
+       capture: relaxed mode for the query */
+    CUstreamCaptureMode m = kcap_relax(cu);
+    int done = cu->cuEventQuery(o->done) == CUDA_SUCCESS;
+    kcap_unrelax(cu, m);
+    return done;
 }
 
 int kcap_gpu_capture(kcap_slot *sl, const vattn_args *a, void *ws, size_t wsb, void *stream,
@@ -262,11 +275,11 @@ int kcap_gpu_capture(kcap_slot *sl, const vattn_args *a, void *ws, size_t wsb, v
     kring *r = kcap_ring_get(cu, ctx);
     if (!r)
         return 1;
-    if (!in_capture && !atomic_load(&r->base) && kcap_ring_alloc_mem(r)) {
+    if (!in_capture && !atomic_load(&r->base) && kcap_ring_alloc_mem(r, 0)) {
         /* no memory to stage into: waiting for the GPU (the synchronous path) is not an
            option for the zero-stall mode, so the call is dropped and counted */
         atomic_fetch_add(&kcap_g_stats.dropped_ring_nomem, 1);
-        *status_out = real(a, ws, wsb, stream);
+        *status_out = kcap_real(real, a, ws, wsb, stream);
         return -1;
     }
     int sid = -1;
@@ -291,6 +304,7 @@ int kcap_gpu_capture(kcap_slot *sl, const vattn_args *a, void *ws, size_t wsb, v
         s->seq = seq;
         s->gen++;
         s->launched_ns = kcap_now_ns();
+        atomic_store(&s->launched, 0);
         atomic_store(&s->pending, !in_capture);
         kcap_site_layout(s, a);
     }
@@ -303,28 +317,33 @@ int kcap_gpu_capture(kcap_slot *sl, const vattn_args *a, void *ws, size_t wsb, v
             kcap_log_once(&g_log_sites, KCAP_LOG_WARN, "all %d eager staging sites are busy "
                           "(calls faster than the GPU runs them); counted as sites", KCAP_EAGER_SITES);
         atomic_fetch_add(&kcap_g_stats.dropped_sites, 1);
-        *status_out = real(a, ws, wsb, stream);
+        *status_out = kcap_real(real, a, ws, wsb, stream);
         return -1;
     }
     CUstream st = (CUstream)stream;
     CUresult e = kcap_launch(r, s, sid, 0, !in_capture, st);
-    int status = real(a, ws, wsb, stream);
+    int status = kcap_real(real, a, ws, wsb, stream);
     s->status = status;
     if (e == CUDA_SUCCESS)
         e = kcap_launch(r, s, sid, 1, !in_capture, st);
     if (e == CUDA_SUCCESS && !in_capture)
         e = cu->cuEventRecord(s->done, st);
     *status_out = status;
-    if (e != CUDA_SUCCESS) {
+    int failed = e != CUDA_SUCCESS;
+    /* a failed eager launch is the caller's to settle (-1: it gives the unit back), unless
+       the drainer settled it already from what the gate did (then 0: settled) */
+    int ours = failed && !in_capture && atomic_exchange(&s->pending, 0);
+    /* only now may another call take this site: before the event is recorded, a drained site
+       would look finished while this call's kernels are still queued */
+    atomic_store(&s->launched, 1);
+    if (failed) {
         /* a gate that ran may hold a region no doorbell will publish: the ring front then
            stays there and later calls that do not fit are dropped and counted (a launch
            failure means the context is failing anyway; capture/README.md, Known limits) */
         atomic_fetch_add(&kcap_g_stats.failed_record, 1);
         kcap_log_once(&g_log_stage, KCAP_LOG_WARN, "launching the staging kernel failed: %s",
                       kcap_cu_errstr(cu, e));
-        if (!in_capture && atomic_exchange(&s->pending, 0))
-            kcap_gpu_eager_settled(0);
-        return -1;
+        return in_capture || ours ? -1 : 0;
     }
     return in_capture ? 2 : 0;
 }

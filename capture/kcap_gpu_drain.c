@@ -14,6 +14,7 @@
  * no ring memory) are folded into the stats with one log line per reason.
  */
 #include "kcap_gpu_int.h"
+#include "kcap_callrec.h" /* kcap_bytes_fit */
 
 #include <stddef.h>
 #include <stdio.h>
@@ -23,7 +24,7 @@
 #include <unistd.h>
 
 static pthread_mutex_t g_mem_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_int g_log_full, g_log_big, g_log_read, g_log_queue;
+static atomic_int g_log_full, g_log_big, g_log_read, g_log_queue, g_log_cap;
 
 #define KCAP_RELEASE_IDLE_NS 2000000000ull /* disarmed this long: give the ring's memory back */
 #define KCAP_ALLOC_RETRY_NS 1000000000ull
@@ -43,11 +44,16 @@ static CUresult kcap_ctl(kring *r, int op, unsigned long long v0, unsigned long 
     return e;
 }
 
-int kcap_ring_alloc_mem(kring *r)
+int kcap_ring_alloc_mem(kring *r, int may_wait)
 {
     if (atomic_load(&r->base))
         return 0;
-    pthread_mutex_lock(&g_mem_lock);
+    if (!may_wait) {
+        if (pthread_mutex_trylock(&g_mem_lock))
+            return -1;
+    } else {
+        pthread_mutex_lock(&g_mem_lock);
+    }
     if (atomic_load(&r->base) || kcap_now_ns() < r->alloc_retry_ns) {
         int have = atomic_load(&r->base) != 0;
         pthread_mutex_unlock(&g_mem_lock);
@@ -263,6 +269,14 @@ static void kcap_drain_one(kring *r, const kbell *b)
     if (kcap_ring_books_done(r->books, b->ticket, b->end) > 0)
         kcap_push_tail(r);
     uint64_t seq = s && s->graph ? (uint64_t)b->ticket - 1 : s ? s->seq : 0;
+    int invalid = !rc && s->status != VATTN_OK; /* the library rejected the call: not kept */
+    if (invalid)
+        rc = KCAP_ERR_ARG;
+    int by_cap = 0;
+    if (!rc && !kcap_bytes_fit(kcap_snapshot_bytes(snap))) {
+        rc = KCAP_ERR_FULL;
+        by_cap = 1;
+    }
     if (!rc) {
         kcap_devctx dc = {0};
         dc.cu = r->cu;
@@ -272,13 +286,20 @@ static void kcap_drain_one(kring *r, const kbell *b)
         size_t nb = kcap_snapshot_bytes(snap);
         if (kcap_queue_push_reserved(snap, seq, snap->meta.rank, reserved)) {
             rc = KCAP_ERR_FULL; /* the reservation is still ours: given back below */
+            atomic_fetch_sub(&kcap_g_stats.bytes_accepted, nb);
         } else {
-            atomic_fetch_add(&kcap_g_stats.bytes_accepted, nb);
             reserved = 0; /* it became the queued snapshot's bytes */
         }
     }
     kcap_queue_unreserve(reserved);
-    if (rc == KCAP_ERR_FULL) {
+    if (invalid) {
+        atomic_fetch_add(&kcap_g_stats.skipped_invalid, 1);
+    } else if (by_cap) {
+        atomic_fetch_add(&kcap_g_stats.dropped_cap, 1);
+        kcap_log_once(&g_log_cap, KCAP_LOG_WARN, "KCAP_MAX_BYTES=%llu reached: further snapshots "
+                      "that do not fit are dropped and counted",
+                      (unsigned long long)kcap_cfg()->max_bytes);
+    } else if (rc == KCAP_ERR_FULL) {
         atomic_fetch_add(&kcap_g_stats.dropped_queue, 1);
     } else if (rc) {
         atomic_fetch_add(&kcap_g_stats.failed_record, 1);
@@ -290,12 +311,13 @@ static void kcap_drain_one(kring *r, const kbell *b)
         kcap_snapshot_free(snap);
     else
         atomic_fetch_add(&kcap_g_stats.captured, 1);
-    if (s && s->graph) {
+    if (s && s->graph) { /* the unit the device took was granted (reserved) by us */
         r->graph_settled++;
-        if (!rc) {
+        if (r->granted)
+            r->granted--;
+        if (!rc)
             atomic_fetch_add(&kcap_g_stats.graph_captured, 1);
-            kcap_graph_snapshot_taken();
-        }
+        kcap_gpu_eager_settled(!rc);
     } else if (s && s->gen == b->gen && atomic_exchange(&s->pending, 0)) {
         kcap_gpu_eager_settled(!rc);
     }
@@ -356,16 +378,31 @@ void *kcap_drainer_main(void *arg)
     uint64_t last_read = 0;
     r->idle_since_ns = kcap_now_ns();
     while (!atomic_load(&r->stop)) {
-        unsigned int want = kcap_device_budget();
+        int want = kcap_gpu_armed();
         uint64_t now = kcap_now_ns();
+        unsigned long long out[3];
         if (want) {
             r->idle_since_ns = now;
+            r->revoked = 0;
             if (!atomic_load(&r->base))
-                kcap_ring_alloc_mem(r);
+                kcap_ring_alloc_mem(r, 1);
+            /* grant the device units reserved on the host first: eager calls and graph
+               replays then draw on one exact budget */
+            while (r->granted < KCAP_GRAPH_GRANT && kcap_gpu_unit_take())
+                r->granted++;
+            unsigned long long limit = r->graph_settled + r->granted;
+            if (limit != r->pushed_limit && kcap_ctl(r, 0, limit, 0, out) == CUDA_SUCCESS)
+                r->pushed_limit = limit;
+        } else if (!r->revoked && kcap_ctl(r, 3, 0, 0, out) == CUDA_SUCCESS) {
+            /* disarmed: no replay takes another unit; the ones not taken go back */
+            unsigned long long inflight = out[2] - r->graph_settled;
+            while (r->granted > inflight) {
+                r->granted--;
+                kcap_gpu_eager_settled(0);
+            }
+            r->pushed_limit = out[2];
+            r->revoked = 1;
         }
-        unsigned long long limit = r->graph_settled + want, out[3];
-        if (limit != r->pushed_limit && kcap_ctl(r, 0, limit, 0, out) == CUDA_SUCCESS)
-            r->pushed_limit = limit;
         int got = 0;
         /* doorbells from the front to a little past the newest seen (streams may finish out
            of order) */

@@ -24,6 +24,9 @@
 #define KCAP_NSEG_OUT 2 /* o, lse */
 #define KCAP_STAGE_THREADS 512
 #define KCAP_BOUNCE_BYTES (8u << 20) /* pinned bounce buffer of the read-back */
+/* Budget units the drainer keeps granted to the device for graph replays (each reserved on
+ * the host first): at most this many graph snapshots are staged and not yet drained. */
+#define KCAP_GRAPH_GRANT 16
 
 typedef struct {
     unsigned long long src;
@@ -79,6 +82,7 @@ typedef struct ksite {
     int used;
     unsigned int gen;       /* launch number, echoed by the device in outcome and doorbell */
     atomic_int pending;     /* launched, not yet settled (captured or dropped) */
+    atomic_int launched;    /* the caller is done with it (event recorded, or failed) */
     uint64_t launched_ns;
     CUevent done;           /* the phase-1 kernel has run */
 } ksite;
@@ -105,8 +109,10 @@ typedef struct kring {
     uint64_t alloc_retry_ns;         /* no new allocation attempt before this */
     kcap_ring_books *books;          /* drainer only */
     unsigned long long seen[KCAP_RING_NREC]; /* drainer: last ticket drained per doorbell */
-    /* graph budget bookkeeping (drainer): limit = graph snapshots settled + budget left */
-    unsigned long long graph_settled, pushed_limit;
+    /* graph budget (drainer): units reserved on the host and granted to the device; the
+       device may take graph snapshots up to limit = graph_settled + granted */
+    unsigned long long graph_settled, granted, pushed_limit;
+    int revoked;
     unsigned int last_drops[3];
     uint64_t idle_since_ns;
     pthread_t drainer;
@@ -118,8 +124,9 @@ extern pthread_mutex_t kcap_g_ring_lock; /* sites and ring creation */
 
 ksite *kcap_site(kring *r, int sid);
 CUdeviceptr kcap_site_dev(kring *r, int sid);
-/* Ring memory: allocate within the bound and the device's spare memory (0 ok, -1 none). */
-int kcap_ring_alloc_mem(kring *r);
+/* Ring memory: allocate within the bound and the device's spare memory (0 ok, -1 none).
+ * may_wait 0 (a host thread): give up at once if the drainer is busy with the memory. */
+int kcap_ring_alloc_mem(kring *r, int may_wait);
 /* Log once why there is no ring (kcap_gpu.c). */
 void kcap_gpu_nomem_log(unsigned long long free_b, unsigned long long total_b, unsigned long long want);
 /* The drainer thread (kcap_gpu_drain.c). */
@@ -129,8 +136,8 @@ CUstreamCaptureMode kcap_relax(const kcap_cu *cu);
 void kcap_unrelax(const kcap_cu *cu, CUstreamCaptureMode m);
 
 /* kcap_capture.c */
-unsigned int kcap_device_budget(void);
-void kcap_graph_snapshot_taken(void);
+int kcap_gpu_armed(void);
+int kcap_gpu_unit_take(void);
 void kcap_gpu_eager_settled(int captured);
 
 #endif

@@ -13,6 +13,8 @@ Modes:
   long   the long-context check: N eager calls back to back (not synchronised: the staging
          ring must hold them all), then one call captured in a CUDA graph and replayed R times
          with new inputs; dumps every call and replay. Use with --shape.
+  mixed  dormant, one graph captured, armed for --count, then N eager calls and N replays
+         interleaved: exactly --count snapshots in all (one budget for both paths).
   sites  a dormant process captures --graphs graphs of --layers calls each, largest batch
          first (as SGLang does), then arms itself (`kcap arm --count K`) and replays the
          last-captured, smallest graph N times; dumps each replay.
@@ -217,6 +219,27 @@ def main():
         except RuntimeError as e:
             print("fault: CUDA error as expected:", str(e).splitlines()[0], file=sys.stderr)
             return 3 if not bad else 1
+    elif a.mode == "mixed":
+        # dormant; a graph captured; armed for --count; then eager calls and graph replays
+        # interleaved, never synchronised: the two paths share one budget
+        c = Call(g, *shape)
+        ws = workspace(c)
+        with torch.cuda.stream(stream):
+            call(c, ws, stream)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            call(c, ws, stream)
+        r = subprocess.run([a.kcap, "arm", str(os.getpid()), "--count", str(a.count)],
+                           capture_output=True, text=True)
+        print(r.stdout.strip(), r.stderr.strip(), file=sys.stderr)
+        time.sleep(0.3)
+        with torch.cuda.stream(stream):
+            for i in range(a.n):
+                bad += call(c, ws, stream) != 0
+                graph.replay()
+        torch.cuda.synchronize()
+        time.sleep(0.5)
     elif a.mode == "sites":
         # SGLang's order: largest batch first; every layer's call in a graph is identical
         graphs = []

@@ -35,6 +35,13 @@ with_kcap KCAP_DIR="$T/a" KCAP_DORMANT=1 -- $C --mode arm -n 5 --count 2 --seed 
     --dump "$T/acap" 2>"$T/a.err" || { cat "$T/a.err"; fail "arm under libkcap"; }
 "$SNAPCMP" --expect 2 "$T/a" "$T/acap" && ok "graph captured dormant, armed later: 2 replays captured" || { cat "$T/a.err"; fail "arm snapcmp"; }
 
+# eager calls and graph replays interleaved after `kcap arm --count 5`: exactly 5 in all
+with_kcap KCAP_DIR="$T/m" KCAP_DORMANT=1 -- $C --mode mixed -n 40 --count 5 --seed 5 --kcap "$KCAP" 2>"$T/m.err" ||
+    { cat "$T/m.err"; fail "mixed under libkcap"; }
+[ "$(count_h5 "$T/m")" = 5 ] && "$SNAPCMP" --expect 5 "$T/m" - >/dev/null &&
+    ok "eager + graph interleaved, arm --count 5: exactly 5 snapshots" ||
+    { cat "$T/m.err"; fail "mixed budget: $(count_h5 "$T/m") snapshots for --count 5"; }
+
 mkdir -p "$T/bcap"
 with_kcap KCAP_DIR="$T/b" KCAP_RING_BYTES=2M -- $C --mode burst -n 200 --seed 4 --dump "$T/bcap" 2>"$T/b.err" ||
     { cat "$T/b.err"; fail "burst under libkcap"; }
@@ -44,5 +51,5 @@ n=$(count_h5 "$T/b")
 [ "${ring:-0}" -gt 0 ] && [ $((n + ring)) = 201 ] && ok "tiny ring: $n captured + $ring dropped and counted = 201 calls/replays" ||
     { cat "$T/b.err"; fail "ring drops (captured $n, dropped ${ring:-?})"; }
 "$SNAPCMP" --multi --min 1 "$T/b" "$T/bcap" >/dev/null && ok "burst snapshots valid and equal to the graph's output" || fail "burst snapcmp"
-for f in e g a b; do echo "== $f"; cat "$T/$f.err"; done
+for f in e g a m b; do echo "== $f"; cat "$T/$f.err"; done
 finish

@@ -28,6 +28,7 @@ static const char *const kcap_err_table[KCAP_ERR_COUNT] = {
     [KCAP_ERR_KERNEL] = "kernel returned an error status",
     [KCAP_ERR_MISMATCH] = "result outside tolerance",
     [KCAP_ERR_UNSUPPORTED] = "not supported here",
+    [KCAP_ERR_EXISTS] = "file exists (never replaced)",
 };
 
 _Static_assert(sizeof(kcap_err_table) / sizeof(kcap_err_table[0]) == KCAP_ERR_COUNT,

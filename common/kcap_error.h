@@ -33,6 +33,7 @@ typedef enum kcap_err {
     KCAP_ERR_KERNEL,      /* the kernel returned a non-zero status */
     KCAP_ERR_MISMATCH,    /* replay: result outside tolerance */
     KCAP_ERR_UNSUPPORTED, /* feature not available on this machine/build */
+    KCAP_ERR_EXISTS,      /* the target file exists: snapshots never replace one */
     KCAP_ERR_COUNT
 } kcap_err;
 

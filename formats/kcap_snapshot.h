@@ -125,11 +125,6 @@ typedef struct kcap_writer kcap_writer; /* opaque: thread pool + scratch buffers
 kcap_writer *kcap_writer_create(const kcap_writer_opts *opts, kcap_error *err);
 void kcap_writer_free(kcap_writer *w); /* accepts NULL */
 
-/* The name a snapshot was to be written under is taken: kcap_snapshot_write never replaces
- * a file. The caller picks another name and writes again. (An alias until common/ has a
- * code of its own: kcap_snapshot_write returns KCAP_ERR_FULL for no other reason.) */
-#define KCAP_ERR_EXISTS KCAP_ERR_FULL
-
 /* Write atomically: temp file in the same directory (mode 0600), fsync, rename without
  * replacing (renameat2 RENAME_NOREPLACE, else link + unlink), fsync dir. Never leaves a
  * partial file under `path`; never follows a symlink at `path`; never replaces an existing

@@ -88,17 +88,6 @@ class Call:
             self.vis.copy_(torch.randint(0, 2, self.vis.shape, generator=g, device="cuda",
                                          dtype=torch.uint8))
 
-    def replay_fresh(self, g, graph, dump, tag, status):
-        """New random inputs, poisoned outputs, one replay of `graph`; dump it if asked."""
-        self.refill(g)
-        self.o.fill_(float("nan"))
-        self.lse.fill_(float("nan"))
-        torch.cuda.synchronize()
-        graph.replay()
-        torch.cuda.synchronize()
-        if dump:
-            self.dump(dump, tag, status, True)
-
     def captured_bytes(self):
         return (self.T * self.H * (576 + 512) * 2 + self.nnz * (576 * 2 + 8) + 4 * (self.bs + 1)
                 + self.T * self.H * 4 + (self.vis.numel() if self.vis is not None else 0))
@@ -204,7 +193,14 @@ def main():
             status.append(call(cg, ws, stream))
         bad += status[0] != 0
         for i in range(a.replays):
-            cg.replay_fresh(g, graph, a.dump, f"g{a.seed}-r{i}", status[0])
+            cg.refill(g)
+            cg.o.fill_(float("nan"))
+            cg.lse.fill_(float("nan"))
+            torch.cuda.synchronize()
+            graph.replay()
+            torch.cuda.synchronize()
+            if a.dump:
+                cg.dump(a.dump, f"g{a.seed}-r{i}", status[0], True)
     elif a.mode == "fault":
         cs = [Call(g, *shape) for _ in range(a.n)]
         with torch.cuda.stream(stream):
@@ -266,7 +262,14 @@ def main():
         time.sleep(0.3)  # the drainer pushes the new budget to the device
         c, gr, st = graphs[-1]  # the last captured, smallest graph
         for i in range(a.n):
-            c.replay_fresh(g, gr, a.dump, f"s{a.seed}-r{i}", st)
+            c.refill(g)
+            c.o.fill_(float("nan"))
+            c.lse.fill_(float("nan"))
+            torch.cuda.synchronize()
+            gr.replay()
+            torch.cuda.synchronize()
+            if a.dump:
+                c.dump(a.dump, f"s{a.seed}-r{i}", st, True)
             time.sleep(0.05)
         print(f"sites: {a.graphs} graphs x {a.layers} calls = {a.graphs * a.layers} graph call "
               f"sites; replayed the bs={c.bs} graph {a.n} times", file=sys.stderr)
@@ -298,7 +301,14 @@ def main():
                 c.dump(a.dump, f"b{a.seed}", status[0], True)
         else:
             for i in range(a.n):
-                c.replay_fresh(g, graph, a.dump, f"g{a.seed}-r{i}", status[0])
+                c.refill(g)
+                c.o.fill_(float("nan"))
+                c.lse.fill_(float("nan"))
+                torch.cuda.synchronize()
+                graph.replay()
+                torch.cuda.synchronize()
+                if a.dump:
+                    c.dump(a.dump, f"g{a.seed}-r{i}", status[0], True)
                 time.sleep(0.02)  # let the drainer take it (the ring would also absorb it)
     elif a.mode == "bench":
         c = Call(g, *shape)

@@ -60,7 +60,9 @@ static void print_json(const char *path, const kcap_snapshot *s, const size_t *s
                        uint64_t fsize)
 {
     const kcap_meta *m = &s->meta;
-    printf("{\n  \"file\": ");
+    printf("{\n  \"schema_version\": 1,\n  \"kcap_version\": ");
+    jstr(KCAP_VERSION);
+    printf(",\n  \"file\": ");
     jstr(path);
     printf(",\n  \"file_bytes\": %llu,\n  \"format\": \"%d.%d\",\n  \"call\": ",
            (unsigned long long)fsize, m->format_major, m->format_minor);

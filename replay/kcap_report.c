@@ -110,10 +110,12 @@ void kcap_report_header(FILE *f, const kcap_run_info *info)
 
 void kcap_report_row(FILE *f, const kcap_case_result *c, int bench)
 {
-    char name[33], shape[96], cap[256], ref[256];
-    snprintf(name, sizeof name, "%.32s", c->name);
+    char name[33], shape[96], cap[256], ref[256], safe[132], why[sizeof c->error * 4 + 1];
+    /* a file name or message is the file's, not ours: never raw bytes to the terminal */
+    snprintf(name, sizeof name, "%.32s", kcap_printable(safe, sizeof safe, c->name));
     if (c->status != KCAP_OK) {
-        fprintf(f, "%-32s ERROR: %s\n", name, kcap_err_string(c->status));
+        fprintf(f, "%-32s ERROR: %s\n", name,
+                c->error[0] ? kcap_printable(why, sizeof why, c->error) : kcap_err_string(c->status));
         return;
     }
     shape_cell(c, shape, sizeof shape);
@@ -151,26 +153,28 @@ static void tensor_detail(FILE *f, const char *side, const kcap_tensor_verdict *
 void kcap_report_details(FILE *f, const kcap_case_result *cases, int n)
 {
     int any = 0;
+    /* paths and messages come from files: printed escaped (kcap_printable) */
+    static char buf[sizeof cases->error * 4 + 1];
     for (int i = 0; i < n; i++) {
         const kcap_case_result *c = &cases[i];
         if (c->pass && !c->error[0])
             continue;
         if (!any++)
             fprintf(f, "\nproblems:\n");
-        fprintf(f, "  %s\n", c->path);
+        fprintf(f, "  %s\n", kcap_printable(buf, sizeof buf, c->path));
         if (c->status != KCAP_OK) {
-            fprintf(f, "    error: %s\n", c->error);
+            fprintf(f, "    error: %s\n", kcap_printable(buf, sizeof buf, c->error));
             continue;
         }
         if (c->error[0])
-            fprintf(f, "    error: %s\n", c->error);
+            fprintf(f, "    error: %s\n", kcap_printable(buf, sizeof buf, c->error));
         if (c->vs_captured.error[0])
-            fprintf(f, "    captured: %s\n", c->vs_captured.error);
+            fprintf(f, "    captured: %s\n", kcap_printable(buf, sizeof buf, c->vs_captured.error));
         for (int k = 0; k < c->vs_captured.nout; k++)
             if (!c->vs_captured.out[k].r.bitwise)
                 tensor_detail(f, "captured", &c->vs_captured.out[k]);
         if (c->vs_ref.error[0])
-            fprintf(f, "    reference: %s\n", c->vs_ref.error);
+            fprintf(f, "    reference: %s\n", kcap_printable(buf, sizeof buf, c->vs_ref.error));
         for (int k = 0; k < c->vs_ref.nout; k++)
             if (!c->vs_ref.out[k].r.pass)
                 tensor_detail(f, "reference", &c->vs_ref.out[k]);
@@ -192,10 +196,11 @@ void kcap_report_progress(int i, int n, const char *name)
 {
     if (!isatty(STDERR_FILENO))
         return;
+    char safe[160];
     if (i < 0)
         fputs("\r\033[K", stderr);
     else
-        fprintf(stderr, "\r\033[K[%d/%d] %s", i + 1, n, name);
+        fprintf(stderr, "\r\033[K[%d/%d] %s", i + 1, n, kcap_printable(safe, sizeof safe, name));
     fflush(stderr);
 }
 

@@ -30,6 +30,7 @@ $K info --json "$work/snaps/a.h5" > "$work/a.json" || bad "info --json exit"
 $PY - "$work/a.json" <<'PYEOF' || bad "info --json content"
 import json, sys
 j = json.load(open(sys.argv[1]))
+assert j["schema_version"] == 1 and j["kcap_version"], j  # like replay's and diff's documents
 assert j["call"] == "vattn_verify" and j["seq"] == 9 and j["rank"] == 3, j
 t = {x["name"]: x for x in j["tensors"]}
 assert t["kv_cache"]["shape"] == [22, 576] and t["kv_cache"]["dtype"] == "bfloat16"

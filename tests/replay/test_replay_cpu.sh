@@ -253,6 +253,14 @@ expect_rc 0 $? "kcap diff of a snapshot with itself"
 rc=$?
 [ $rc -eq 2 ] && grep -q "b-truncated.h5" "$T/diff3.out" || { fail "diff of a corrupt file: exit $rc"; cat "$T/diff3.out"; }
 
+# a failing case's row names its file and says why, and a file name is never printed raw
+# (an escape sequence in a name stays inert on the terminal)
+mkdir -p "$T/esc"
+cp "$T/bad/b-truncated.h5" "$T/esc/evil-$(printf '\033')[31m.h5"
+"$KCAP" replay "$T/esc" --kernel "$CPU" >"$T/esc.out" 2>&1
+! grep -q "$(printf '\033')" "$T/esc.out" && grep -q 'evil-\\x1b' "$T/esc.out" && grep -q "ERROR: .*truncated\|ERROR: .*b-truncated\|ERROR: .*evil" "$T/esc.out" ||
+    { fail "replay row of an escape-named corrupt file"; cat -v "$T/esc.out"; }
+
 if [ $nfail -ne 0 ]; then
     echo "$nfail check(s) failed"
     exit 1

@@ -426,11 +426,24 @@ void kcap_unreserve(void) { kcap_budget_release(&g_budget); }
 
 /* Take a reservation; 0 when this call must not be captured (a limit is reached, or its last
  * units are still in flight). */
+static atomic_ullong g_turned_away; /* calls refused a unit only because all were in use */
+
+static int kcap_reserve_unit(void)
+{
+    int v = kcap_budget_reserve(&g_budget);
+    if (v == KCAP_BUDGET_TAKEN)
+        return 1;
+    kcap_budget_apply(v);
+    return 0;
+}
+
 static int kcap_reserve(void)
 {
     int v = kcap_budget_reserve(&g_budget);
     if (v == KCAP_BUDGET_TAKEN)
         return 1;
+    if (v == KCAP_BUDGET_WAIT)
+        atomic_fetch_add(&g_turned_away, 1);
     kcap_budget_apply(v);
     return 0;
 }
@@ -452,8 +465,17 @@ void kcap_gpu_eager_settled(int captured)
         kcap_unreserve();
 }
 
-/* The drainer reserves one unit to grant the device for graph replays; 0 when none is left. */
-int kcap_gpu_unit_take(void) { return atomic_load(&g_mode) == KCAP_M_ACTIVE && kcap_reserve(); }
+/* How many selected calls were turned away because every unit was reserved (by calls in
+ * flight, or granted to the device): the drainer takes granted units the device leaves
+ * idle back when this grows. */
+unsigned long long kcap_gpu_turned_away(void) { return atomic_load(&g_turned_away); }
+
+/* 1 when no limit applies (no KCAP_MAX, no arming count): granting units starves nobody. */
+int kcap_gpu_unlimited(void) { return kcap_budget_left(&g_budget) >= (1ull << 30); }
+
+/* The drainer reserves one unit to grant the device for graph replays; 0 when none is left
+ * (not counted as a call turned away). */
+int kcap_gpu_unit_take(void) { return atomic_load(&g_mode) == KCAP_M_ACTIVE && kcap_reserve_unit(); }
 
 int kcap_slow_call(kcap_slot *sl, const vattn_args *a, void *ws, size_t wsb, void *stream)
 {

@@ -368,6 +368,42 @@ static int kcap_read_device(kring *r, kring_dev *h)
     return 0;
 }
 
+/* No replay takes another granted unit (graph_limit = graph_taken, under the device lock);
+ * the units the device has not taken go back to the host budget. 0 on success. */
+static int kcap_take_back(kring *r)
+{
+    unsigned long long out[3];
+    if (kcap_ctl(r, 3, 0, 0, out) != CUDA_SUCCESS)
+        return -1;
+    unsigned long long inflight = out[2] - r->graph_settled; /* taken, not yet drained */
+    while (r->granted > inflight) {
+        r->granted--;
+        kcap_gpu_eager_settled(0);
+    }
+    r->pushed_limit = out[2];
+    return 0;
+}
+
+/* Armed, host calls were turned away for want of a unit, and the device has left its granted
+ * units unused for KCAP_GRANT_IDLE_NS (graphs exist but are not being replayed): take them
+ * back so that those calls can have them, and grant none for as long. */
+static void kcap_take_back_idle(kring *r, const kring_dev *h, uint64_t now)
+{
+    if (h->graph_taken != r->last_taken) {
+        r->last_taken = h->graph_taken;
+        r->last_taken_ns = now;
+        return;
+    }
+    unsigned long long away = kcap_gpu_turned_away();
+    unsigned long long inflight = h->graph_taken - r->graph_settled;
+    if (r->granted > inflight && now - r->last_taken_ns > KCAP_GRANT_IDLE_NS &&
+        away != r->last_turned_away && !kcap_take_back(r)) {
+        r->grant_hold_until_ns = now + KCAP_GRANT_IDLE_NS;
+        r->last_taken_ns = now;
+        r->last_turned_away = away;
+    }
+}
+
 void *kcap_drainer_main(void *arg)
 {
     kring *r = arg;
@@ -387,21 +423,23 @@ void *kcap_drainer_main(void *arg)
             if (!atomic_load(&r->base))
                 kcap_ring_alloc_mem(r, 1);
             /* grant the device units reserved on the host first: eager calls and graph
-               replays then draw on one exact budget */
-            while (r->granted < KCAP_GRAPH_GRANT && kcap_gpu_unit_take())
-                r->granted++;
+               replays then draw on one exact budget. Under a limit, only once the process
+               has graph call sites (an eager-only process never lends its units away) and
+               not while a take-back holds (the host's eager calls get the units then);
+               without one, at once, so that the first replay of a new graph is captured. */
+            if (kcap_gpu_unlimited() ||
+                (r->nsites > KCAP_EAGER_SITES && now >= r->grant_hold_until_ns)) {
+                unsigned long long before = r->granted;
+                while (r->granted < KCAP_GRAPH_GRANT && kcap_gpu_unit_take())
+                    r->granted++;
+                if (r->granted != before)
+                    r->last_taken_ns = now; /* the idle clock starts with the grant */
+            }
             unsigned long long limit = r->graph_settled + r->granted;
             if (limit != r->pushed_limit && kcap_ctl(r, 0, limit, 0, out) == CUDA_SUCCESS)
                 r->pushed_limit = limit;
-        } else if (!r->revoked && kcap_ctl(r, 3, 0, 0, out) == CUDA_SUCCESS) {
-            /* disarmed: no replay takes another unit; the ones not taken go back */
-            unsigned long long inflight = out[2] - r->graph_settled;
-            while (r->granted > inflight) {
-                r->granted--;
-                kcap_gpu_eager_settled(0);
-            }
-            r->pushed_limit = out[2];
-            r->revoked = 1;
+        } else if (!r->revoked && !kcap_take_back(r)) {
+            r->revoked = 1; /* disarmed: no replay takes another unit */
         }
         int got = 0;
         /* doorbells from the front to a little past the newest seen (streams may finish out
@@ -430,6 +468,8 @@ void *kcap_drainer_main(void *arg)
                 for (int i = 0; i < KCAP_EAGER_SITES; i++)
                     pending |= atomic_load(&kcap_site(r, i)->pending);
                 atomic_store(&r->all_drained, h.tickets == r->books->tail_ticket && !pending);
+                if (want)
+                    kcap_take_back_idle(r, &h, now);
             }
             last_read = now;
         }

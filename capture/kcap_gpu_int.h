@@ -27,6 +27,10 @@
 /* Budget units the drainer keeps granted to the device for graph replays (each reserved on
  * the host first): at most this many graph snapshots are staged and not yet drained. */
 #define KCAP_GRAPH_GRANT 16
+/* Granted units the device left unused this long, while host calls were turned away for
+ * want of a unit, are taken back, and none is granted again for as long (so those calls get
+ * them). */
+#define KCAP_GRANT_IDLE_NS 100000000ull
 
 typedef struct {
     unsigned long long src;
@@ -113,6 +117,10 @@ typedef struct kring {
        device may take graph snapshots up to limit = graph_settled + granted */
     unsigned long long graph_settled, granted, pushed_limit;
     int revoked;
+    /* granted units the device leaves idle go back to the host (eager calls may need them):
+       the device's graph_taken at the last read and since when it has not moved */
+    unsigned long long last_taken, last_turned_away;
+    uint64_t last_taken_ns, grant_hold_until_ns;
     unsigned int last_drops[3];
     uint64_t idle_since_ns;
     pthread_t drainer;
@@ -138,6 +146,8 @@ void kcap_unrelax(const kcap_cu *cu, CUstreamCaptureMode m);
 /* kcap_capture.c */
 int kcap_gpu_armed(void);
 int kcap_gpu_unit_take(void);
+unsigned long long kcap_gpu_turned_away(void);
+int kcap_gpu_unlimited(void);
 void kcap_gpu_eager_settled(int captured);
 
 #endif

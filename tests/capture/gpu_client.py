@@ -14,7 +14,8 @@ Modes:
          ring must hold them all), then one call captured in a CUDA graph and replayed R times
          with new inputs; dumps every call and replay. Use with --shape.
   mixed  dormant, one graph captured, armed for --count, then N eager calls and N replays
-         interleaved: exactly --count snapshots in all (one budget for both paths).
+         interleaved: exactly --count snapshots in all (one budget for both paths);
+         --no-replay: the graph is never replayed, only eager calls come (10 ms apart).
   sites  a dormant process captures --graphs graphs of --layers calls each, largest batch
          first (as SGLang does), then arms itself (`kcap arm --count K`) and replays the
          last-captured, smallest graph N times; dumps each replay.
@@ -134,6 +135,7 @@ def main():
     ap.add_argument("--layers", type=int, default=150)
     ap.add_argument("--gap", type=float, default=0.03, help="bench: seconds between timed reps")
     ap.add_argument("--burst", type=float, default=1.0, help="bench: seconds of back-to-back replays")
+    ap.add_argument("--no-replay", action="store_true", help="mixed: never replay the graph")
     a = ap.parse_args()
     lib = C.CDLL(a.lib)
     fn = lib.vattn_verify
@@ -237,7 +239,10 @@ def main():
         with torch.cuda.stream(stream):
             for i in range(a.n):
                 bad += call(c, ws, stream) != 0
-                graph.replay()
+                if a.no_replay:
+                    time.sleep(0.01)  # eager traffic only, for a while: the graph sits idle
+                else:
+                    graph.replay()
         torch.cuda.synchronize()
         time.sleep(0.5)
     elif a.mode == "sites":

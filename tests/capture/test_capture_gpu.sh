@@ -42,6 +42,12 @@ with_kcap KCAP_DIR="$T/m" KCAP_DORMANT=1 -- $C --mode mixed -n 40 --count 5 --se
     ok "eager + graph interleaved, arm --count 5: exactly 5 snapshots" ||
     { cat "$T/m.err"; fail "mixed budget: $(count_h5 "$T/m") snapshots for --count 5"; }
 
+# a graph that is never replayed must not keep the units from eager calls (arm --count 5)
+with_kcap KCAP_DIR="$T/n" KCAP_DORMANT=1 -- $C --mode mixed --no-replay -n 100 --count 5 --seed 6 --kcap "$KCAP" 2>"$T/n.err" ||
+    { cat "$T/n.err"; fail "eager-only under libkcap"; }
+[ "$(count_h5 "$T/n")" = 5 ] && ok "graph captured but idle, eager calls only, arm --count 5: exactly 5 snapshots" ||
+    { cat "$T/n.err"; fail "idle graph budget: $(count_h5 "$T/n") snapshots for --count 5"; }
+
 mkdir -p "$T/bcap"
 with_kcap KCAP_DIR="$T/b" KCAP_RING_BYTES=2M -- $C --mode burst -n 200 --seed 4 --dump "$T/bcap" 2>"$T/b.err" ||
     { cat "$T/b.err"; fail "burst under libkcap"; }

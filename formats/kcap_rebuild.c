@@ -7,6 +7,7 @@
  * buffers (kcap_call_fetch_output).
  */
 #include "kcap_calls_internal.h"
+#include "kcap_fmt_internal.h" /* kcap_read_limit_bytes */
 
 #include <stdlib.h>
 #include <string.h>
@@ -82,8 +83,17 @@ static int plan_pool(const kcap_call_desc *d, const kcap_arg_desc *a, const kcap
         free(sr);
         return kcap_error_set(err, KCAP_ERR_NOMEM, "%s: out of memory", a->name);
     }
-    for (size_t i = 0; i < p->nrows; i++)
+    for (size_t i = 0; i < p->nrows; i++) {
+        /* a resealed file can name any slot: rows are written at slot * row_stride into a
+           pool of pool_rows rows, so every slot must be inside it */
+        if (p->rows[i] < 0 || p->rows[i] >= p->pool_rows) {
+            free(sr);
+            return kcap_error_set(err, KCAP_ERR_CORRUPT, "%s: row %zu names slot %lld, outside "
+                                  "the pool of %lld rows", a->name, i, (long long)p->rows[i],
+                                  (long long)p->pool_rows);
+        }
         sr[i] = (slot_row){p->rows[i], i};
+    }
     qsort(sr, p->nrows, sizeof *sr, cmp_slot_row);
     for (size_t i = 0; i < p->nrows; i++)
         if (!i || sr[i].slot != sr[i - 1].slot) {
@@ -148,7 +158,20 @@ static int build_pool(const pool_plan *p, const kcap_tensor *t, const kcap_mem_o
     size_t es = kcap_dtype_size(t->dtype);
     size_t row_bytes = p->nrows ? t->nbytes / p->nrows : (size_t)p->row_stride * es;
     int64_t rows = p->remap ? (int64_t)p->ndistinct : p->pool_rows;
-    size_t bytes = rows ? (size_t)(rows - 1) * (size_t)p->row_stride * es + row_bytes : 0;
+    size_t bytes = 0, span;
+    if (rows < 0 || p->row_stride < 0 ||
+        (rows && (__builtin_mul_overflow((size_t)(rows - 1), (size_t)p->row_stride * es, &span) ||
+                  __builtin_add_overflow(span, row_bytes, &bytes))))
+        return kcap_error_set(err, KCAP_ERR_CORRUPT, "%s: a pool of %lld rows %lld elements "
+                              "apart does not fit in memory", t->name, (long long)rows,
+                              (long long)p->row_stride);
+    /* the pool is poisoned whole, so every byte of it gets touched: no larger than what a
+       reader accepts (a declared num_slots alone must not exhaust the machine) */
+    if (bytes > kcap_read_limit_bytes())
+        return kcap_error_set(err, KCAP_ERR_NOMEM, "%s: a pool of %lld rows (%zu bytes) is more "
+                              "than the %llu bytes a reader accepts (KCAP_READ_MAX_BYTES; "
+                              "--pool remap needs only the referenced rows)", t->name,
+                              (long long)rows, bytes, (unsigned long long)kcap_read_limit_bytes());
     uint8_t *base = alloc(r, m, bytes, t->name, err);
     if (!base)
         return err ? err->code : KCAP_ERR_NOMEM;

@@ -261,6 +261,14 @@ cp "$T/bad/b-truncated.h5" "$T/esc/evil-$(printf '\033')[31m.h5"
 ! grep -q "$(printf '\033')" "$T/esc.out" && grep -q 'evil-\\x1b' "$T/esc.out" && grep -q "ERROR: .*truncated\|ERROR: .*b-truncated\|ERROR: .*evil" "$T/esc.out" ||
     { fail "replay row of an escape-named corrupt file"; cat -v "$T/esc.out"; }
 
+# hostile files that pass `kcap check` but declare absurd call geometry (found by the resealing
+# fuzzer: num_slots = 2^59 made the pool size wrap and the rebuild write past a 1-byte pool):
+# each fails its own case with a message, the process never crashes
+"$KCAP" replay tests/replay/hostile --kernel "$CPU" >"$T/hostile.out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "num-slots-2e59.h5: rebuild vattn_verify: kv_cache: a pool of 576460752303423488 rows" "$T/hostile.out" ||
+    { fail "replay of tests/replay/hostile: exit $rc (134 = heap corruption)"; cat "$T/hostile.out"; }
+
 if [ $nfail -ne 0 ]; then
     echo "$nfail check(s) failed"
     exit 1

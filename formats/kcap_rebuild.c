@@ -198,8 +198,10 @@ static int build_input(const kcap_call_desc *d, const kcap_arg_desc *a, const kc
         if (rc)
             return rc;
         int64_t span = kcap_span_elems(t->ndim, t->shape, strides);
-        if (span < 0 || (uint64_t)span > SIZE_MAX / es / 2)
-            return kcap_error_set(err, KCAP_ERR_SHAPE, "%s: bad strides", a->name);
+        if (span < 0 || (uint64_t)span > SIZE_MAX / es / 2 ||
+            (uint64_t)span * es > kcap_read_limit_bytes()) /* poisoned whole, so touched */
+            return kcap_error_set(err, KCAP_ERR_SHAPE, "%s: bad strides (a view spanning %lld "
+                                  "elements)", a->name, (long long)span);
         size_t bytes = (size_t)span * es;
         uint8_t *img = malloc(bytes ? bytes : 1);
         if (!img)
@@ -254,8 +256,10 @@ static int build_output(const kcap_call_desc *d, const kcap_arg_desc *a, const k
         if (rc)
             return rc;
         int64_t span = kcap_span_elems(t->ndim, t->shape, strides);
-        if (span < 0 || (uint64_t)span > SIZE_MAX / es / 2)
-            return kcap_error_set(err, KCAP_ERR_SHAPE, "%s: bad strides", a->name);
+        if (span < 0 || (uint64_t)span > SIZE_MAX / es / 2 ||
+            (uint64_t)span * es > kcap_read_limit_bytes()) /* poisoned whole, so touched */
+            return kcap_error_set(err, KCAP_ERR_SHAPE, "%s: bad strides (a view spanning %lld "
+                                  "elements)", a->name, (long long)span);
         bytes = (size_t)span * es;
     }
     void *p = alloc(r, m, bytes, a->name, err);

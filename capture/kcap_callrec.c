@@ -110,7 +110,7 @@ int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *a, voi
             if (h != 1) {
                 kcap_dev_pop(&dc, saved_ctx);
                 /* dropped, or graph nodes (the device counts those): give the unit back;
-                   staged (h == 0): the drainer settles it (kcap_gpu_eager_settled), since
+                   staged (h == 0): the drainer settles it (kcap_gpu_unit_settled), since
                    the device may still drop it (ring full) */
                 if (h < 0 || h == 2)
                     kcap_unreserve();

@@ -457,7 +457,7 @@ void kcap_commit(void) { kcap_budget_apply(kcap_budget_commit(&g_budget)); }
  * makes up for it and `kcap arm --count N` still yields N). Every GPU snapshot holds a unit
  * reserved on the host before the device could use it, so eager and graph captures share
  * one exact budget. */
-void kcap_gpu_eager_settled(int captured)
+void kcap_gpu_unit_settled(int captured)
 {
     if (captured)
         kcap_commit();

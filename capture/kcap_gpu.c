@@ -303,7 +303,6 @@ int kcap_gpu_capture(kcap_slot *sl, const vattn_args *a, void *ws, size_t wsb, v
         s->sl = sl;
         s->seq = seq;
         s->gen++;
-        s->launched_ns = kcap_now_ns();
         atomic_store(&s->launched, 0);
         atomic_store(&s->pending, !in_capture);
         kcap_site_layout(s, a);

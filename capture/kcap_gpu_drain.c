@@ -3,8 +3,8 @@
  * on the GPU happens here, never on a host thread.
  *
  * It keeps the ring's memory (allocated within KCAP_RING_BYTES and what the device can
- * spare, handed back after the process has been disarmed for a while), keeps the device's
- * graph budget equal to what the host configuration still allows, watches the doorbells in
+ * spare, handed back after the process has been disarmed for a while), grants the device
+ * graph-replay budget units reserved on the host (and takes idle ones back), watches the doorbells in
  * mapped pinned memory, reads each finished region back through a pinned bounce buffer
  * straight into the snapshot's tensors (the host holds one copy of a snapshot, whatever its
  * size), releases the region in ticket order, rebuilds the call through kcap_call_record
@@ -317,9 +317,9 @@ static void kcap_drain_one(kring *r, const kbell *b)
             r->granted--;
         if (!rc)
             atomic_fetch_add(&kcap_g_stats.graph_captured, 1);
-        kcap_gpu_eager_settled(!rc);
+        kcap_gpu_unit_settled(!rc);
     } else if (s && s->gen == b->gen && atomic_exchange(&s->pending, 0)) {
-        kcap_gpu_eager_settled(!rc);
+        kcap_gpu_unit_settled(!rc);
     }
 }
 
@@ -333,7 +333,7 @@ static void kcap_settle_eager_drops(kring *r)
             continue;
         unsigned long long o = r->outcome[i];
         if ((unsigned int)(o >> 1) == s->gen && !(o & 1) && atomic_exchange(&s->pending, 0))
-            kcap_gpu_eager_settled(0);
+            kcap_gpu_unit_settled(0);
     }
 }
 
@@ -378,7 +378,7 @@ static int kcap_take_back(kring *r)
     unsigned long long inflight = out[2] - r->graph_settled; /* taken, not yet drained */
     while (r->granted > inflight) {
         r->granted--;
-        kcap_gpu_eager_settled(0);
+        kcap_gpu_unit_settled(0);
     }
     r->pushed_limit = out[2];
     return 0;

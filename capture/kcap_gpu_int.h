@@ -87,7 +87,6 @@ typedef struct ksite {
     unsigned int gen;       /* launch number, echoed by the device in outcome and doorbell */
     atomic_int pending;     /* launched, not yet settled (captured or dropped) */
     atomic_int launched;    /* the caller is done with it (event recorded, or failed) */
-    uint64_t launched_ns;
     CUevent done;           /* the phase-1 kernel has run */
 } ksite;
 
@@ -148,6 +147,6 @@ int kcap_gpu_armed(void);
 int kcap_gpu_unit_take(void);
 unsigned long long kcap_gpu_turned_away(void);
 int kcap_gpu_unlimited(void);
-void kcap_gpu_eager_settled(int captured);
+void kcap_gpu_unit_settled(int captured);
 
 #endif

@@ -61,3 +61,14 @@ kcap_check() {
     if [ -x "$KCAP" ]; then "$KCAP" check "$1" >/dev/null 2>"$T/check.err" || { cat "$T/check.err"; return 1; }; fi
     return 0
 }
+
+# need_gpu_client: the torch + ctypes GPU client and the CUDA library, or skip (exit 77);
+# sets GPY (python with torch), CUDALIB and C (the client command line)
+need_gpu_client() {
+    GPY=${GPU_PYTHON:-python3}
+    CUDALIB=$ROOT/$B/lib/libverify_attn.so
+    need "$LIBKCAP" "$CUDALIB" "$KCAP" "$@"
+    "$GPY" -c 'import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null ||
+        { echo "no torch with CUDA"; exit 77; }
+    C="$GPY tests/capture/gpu_client.py --lib $CUDALIB"
+}

@@ -5,12 +5,7 @@
 # counted with a tiny staging ring. Every snapshot validates and its outputs are bitwise what
 # the client got; outputs are identical with and without the preload.
 . "$(dirname "$0")/lib.sh"
-GPY=${GPU_PYTHON:-python3}
-CUDALIB=$ROOT/$B/lib/libverify_attn.so
-need "$LIBKCAP" "$SNAPCMP" "$CUDALIB" "$KCAP"
-"$GPY" -c 'import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null ||
-    { echo "no torch with CUDA"; exit 77; }
-C="$GPY tests/capture/gpu_client.py --lib $CUDALIB"
+need_gpu_client "$SNAPCMP"
 
 mkdir -p "$T/eref" "$T/ecap" "$T/esync"
 $C --mode eager -n 4 --seed 1 --dump "$T/eref" || fail "eager without preload"

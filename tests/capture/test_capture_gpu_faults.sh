@@ -6,12 +6,7 @@
 # unchanged), and a host whose CUDA context fails (illegal address): it ends as it does bare,
 # within the flush deadline, never by a signal and never hanging.
 . "$(dirname "$0")/lib.sh"
-GPY=${GPU_PYTHON:-python3}
-CUDALIB=$ROOT/$B/lib/libverify_attn.so
-need "$LIBKCAP" "$CUDALIB" "$KCAP"
-"$GPY" -c 'import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null ||
-    { echo "no torch with CUDA"; exit 77; }
-C="$GPY tests/capture/gpu_client.py --lib $CUDALIB"
+need_gpu_client
 
 # 1. kill -9 while staging / writing (8,16,4,32768: ~300 MB a snapshot)
 for mode in async sync; do

@@ -7,12 +7,7 @@
 # bitwise. Then >= 4,000 graph call sites in 28 graphs captured largest first while dormant,
 # armed later: exactly --count snapshots of the last-captured, smallest graph's replays.
 . "$(dirname "$0")/lib.sh"
-GPY=${GPU_PYTHON:-python3}
-CUDALIB=$ROOT/$B/lib/libverify_attn.so
-need "$LIBKCAP" "$SNAPCMP" "$CUDALIB" "$KCAP"
-"$GPY" -c 'import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null ||
-    { echo "no torch with CUDA"; exit 77; }
-C="$GPY tests/capture/gpu_client.py --lib $CUDALIB"
+need_gpu_client "$SNAPCMP"
 SHAPES=${KCAP_LONG_SHAPES:-"1,16,16,185000 8,16,4,32768 4,16,16,8192 2,16,8,12000"}
 TABLE=$T/table
 printf '%-18s %-6s %-10s %-9s %-8s %s\n' "(bs,H,q_len,prefix)" mode snapshots bitwise replay "snapshot MB" >"$TABLE"

@@ -1,7 +1,8 @@
 /*
  * verify_attn.h — the C ABI of the paged MLA "verify attention" kernel library.
  *
- * One operation: attention of a speculative-decoding verify step in MLA absorbed form
+ * One operation in two calling conventions (vattn_verify, vattn_extend): attention of a
+ * speculative-decoding verify step in MLA absorbed form
  * (DeepSeek-V3 / GLM-5 geometry: 576-wide keys = 512 latent + 64 rope, values = the first
  * 512 channels of the same cache row) over a page_size = 1 KV pool addressed through
  * kv_indptr / kv_indices, with an arbitrary per-request visibility mask among draft tokens.
@@ -126,6 +127,60 @@ typedef struct vattn_args {
     float *lse;           /* [T, H] fp32 contiguous output, or NULL to skip */
 } vattn_args;
 
+/*
+ * One extend-convention call: the same attention as vattn_verify, in SGLang's native
+ * target-verify calling convention (extend_attention_fwd), so a Triton backend can swap its
+ * call one for one. The draft tokens' keys are NOT in the pool: they are the rows of
+ * k_extend (V = their first 512 channels), and kv_indptr / kv_indices cover the PREFIX only.
+ *
+ * Token t (T = bs * q_len, token-major) is draft token t % q_len of request t / q_len; q_len
+ * is uniform, and qo_indptr[b] must equal b * q_len (qo_indptr[bs] = T). Request b sees the
+ * prefix slots kv_indices[kv_indptr[b] .. kv_indptr[b+1]) (prefix_len_b = that length, 0
+ * allowed), all visible to each of its queries, then its q_len draft keys k_extend rows
+ * b*q_len .. b*q_len+q_len-1. Draft key j is visible to draft query i iff
+ *   custom_mask[mask_indptr[b] + i * (prefix_len_b + q_len) + prefix_len_b + j] != 0
+ * (SGLang's flattened per-request mask rows; only the draft columns are read, as SGLang's
+ * skip_prefix_custom_mask=True does), or j <= i when custom_mask is NULL (causal).
+ *
+ * Numerics, determinism and invalid-data behaviour are vattn_verify's: the same keys in the
+ * same order give bitwise the same o and lse. The CUDA library turns a request with a bad
+ * kv_indptr / qo_indptr / slot index into NaN outputs; the CPU library returns
+ * VATTN_ERR_INDPTR / VATTN_ERR_INDEX_RANGE and writes nothing.
+ */
+typedef struct vattn_extend_args {
+    uint32_t struct_size; /* sizeof(vattn_extend_args) of the caller's header */
+    int32_t dtype;        /* vattn_dtype of q, k_extend, kv_cache and o */
+    int32_t index_type;   /* vattn_index_type of kv_indices */
+    int32_t bs;           /* requests */
+    int32_t q_len;        /* draft tokens per request, 1..64, uniform */
+    int32_t num_heads;    /* 1..128 */
+    int64_t num_slots;    /* rows in the kv_cache pool */
+    int64_t max_kv_len;   /* hint: upper bound of prefix_len_b + q_len; 0 = unknown */
+    float sm_scale;       /* softmax scale */
+    uint32_t reserved0;   /* must be zero */
+
+    const void *q;        /* [T, H, 576] dtype */
+    int64_t q_stride_t;   /* elements between tokens */
+    int64_t q_stride_h;   /* elements between heads (>= 576) */
+
+    const void *k_extend; /* [T, 576] dtype: the draft tokens' cache rows (K; V = first 512) */
+    int64_t k_extend_stride; /* elements between k_extend rows (>= 576) */
+
+    const void *kv_cache; /* [num_slots, 576] dtype: the pool, prefix rows only are read */
+    int64_t kv_stride;    /* elements between slots (>= 576) */
+
+    const int32_t *qo_indptr;   /* [bs + 1]: b * q_len */
+    const int32_t *kv_indptr;   /* [bs + 1]: prefix ranges, kv_indptr[0] == 0, non-decreasing */
+    const void *kv_indices;     /* [kv_indptr[bs]] int32 or int64 prefix slot ids */
+    const uint8_t *custom_mask; /* flattened bool/uint8 mask rows, or NULL = causal */
+    const int64_t *mask_indptr; /* [bs + 1] start of each request's mask rows (with custom_mask) */
+
+    void *o;              /* [T, H, 512] dtype, output */
+    int64_t o_stride_t;
+    int64_t o_stride_h;
+    float *lse;           /* [T, H] fp32 contiguous, or NULL */
+} vattn_extend_args;
+
 /* VATTN_ABI_VERSION of the library actually loaded. */
 VATTN_API int vattn_abi_version(void);
 
@@ -159,6 +214,14 @@ VATTN_API int vattn_verify(const vattn_args *args, void *workspace, size_t works
  * CPU library the same function as vattn_verify. Replay's `--ref gpu` calls this.
  */
 VATTN_API int vattn_verify_reference(const vattn_args *args, void *workspace,
+                                     size_t workspace_bytes, void *stream);
+
+/* The extend convention (vattn_extend_args above): workspace size ((size_t)-1 when the
+ * sizes are invalid), the call, and the library's plain reference with the same contract. */
+VATTN_API size_t vattn_extend_workspace_size(const vattn_extend_args *args);
+VATTN_API int vattn_extend(const vattn_extend_args *args, void *workspace,
+                           size_t workspace_bytes, void *stream);
+VATTN_API int vattn_extend_reference(const vattn_extend_args *args, void *workspace,
                                      size_t workspace_bytes, void *stream);
 
 /* CUDA library: message of the last CUDA error seen by this thread ("" if none). */

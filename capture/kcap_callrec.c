@@ -71,7 +71,7 @@ int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *a, voi
 {
     const kcap_call_desc *d = kcap_call_find(kcap_call_name(sl->call));
     kcap_call_library(real); /* the library's own workspace rule for vattn_check_args */
-    if (!d || vattn_check_args(a, ws, wsb, 0) != VATTN_OK) {
+    if (!d || vattn_check_args_ws(a, ws, wsb, 0, kcap_lib_workspace_size(a)) != VATTN_OK) {
         /* the real library rejects this call too (and writes nothing): nothing to keep */
         atomic_fetch_add(&kcap_g_stats.skipped_invalid, 1);
         kcap_log_once(&g_log_invalid, KCAP_LOG_INFO,

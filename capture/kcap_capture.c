@@ -406,7 +406,7 @@ static int kcap_graph_only(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *
     kcap_devctx dc = {0};
     dc.stream = stream;
     kcap_call_library(real);
-    if (!a || vattn_check_args(a, ws, wsb, 0) != VATTN_OK || !kcap_mem_classify(a->q, &dc.cu, &dc.ctx))
+    if (!a || vattn_check_args_ws(a, ws, wsb, 0, kcap_lib_workspace_size(a)) != VATTN_OK || !kcap_mem_classify(a->q, &dc.cu, &dc.ctx))
         return kcap_real(real, a, ws, wsb, stream);
     void *saved = NULL;
     if (kcap_dev_push(&dc, &saved))

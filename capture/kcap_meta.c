@@ -14,7 +14,7 @@
  * The workspace size: capture checks a call with the kernel library's own rules
  * (kernels/vattn_check.c) before reading anything, and those rules include the workspace
  * size only the library knows. vattn_check.c is compiled into libkcap with its reference to
- * vattn_workspace_size renamed to kcap_lib_workspace_size (capture/module.mk), which asks the
+ * vattn_check_args_ws given kcap_lib_workspace_size(), which asks the
  * library behind the current call (its function looked up when the call was bound, by
  * kcap_interpose.c): libkcap defines no kernel symbol it does not forward.
  */
@@ -164,7 +164,7 @@ void kcap_call_library(kcap_vattn_fn real)
 
 /* vattn_check.c's vattn_workspace_size (renamed at compile time). A library without the
  * function needs no workspace. */
-size_t kcap_lib_workspace_size(const vattn_args *a);
+
 size_t kcap_lib_workspace_size(const vattn_args *a) { return t_ws ? t_ws(a) : 0; }
 
 void kcap_fill_meta(kcap_slot *sl, kcap_meta *m, uint64_t seq, kcap_devctx *dc)

@@ -2,8 +2,8 @@
 # interposer), the `kcap record` / `kcap arm` subcommands, and capture's tests and benches.
 #
 # libkcap.so links formats (static, PIC) + common + the shared argument checks of kernels/
-# (compiled here with the library's vattn_workspace_size renamed to kcap_lib_workspace_size,
-# which asks the real library: libkcap defines no kernel symbol it does not forward), and
+# (given the real library's workspace size through kcap_lib_workspace_size,
+# so libkcap rejects what the library would and defines no kernel symbol it does not forward), and
 # exports only the interposed symbols (capture/libkcap.map). The gather/staging kernels
 # are compiled to PTX by nvcc when it exists and embedded (capture/kcap_ptx.S); without nvcc
 # the library still builds and uses plain copies on the device.
@@ -15,7 +15,7 @@ CAPTURE_OBJS := $(patsubst %,$(OBJ)/capture/%.o,$(CAPTURE_SRCS)) $(OBJ)/capture/
                 $(OBJ)/capture/kcap_vattn_check.o
 $(OBJ)/capture/kcap_vattn_check.o: kernels/vattn_check.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -fvisibility=hidden -Dvattn_workspace_size=kcap_lib_workspace_size -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) -fvisibility=hidden -MMD -MP -c $< -o $@
 # formats/module.mk defines FORMATS_LIB once it can build it; until then nothing here that
 # links it is part of `make all` (keeps the tree green for everyone).
 KCAP_FORMATS_READY := $(if $(FORMATS_LIB),1,)

@@ -244,7 +244,7 @@ VATTN_API int vattn_verify(const vattn_args *a, void *workspace, size_t workspac
                            void *stream)
 {
     g_cuda_err[0] = 0;
-    int rc = vattn_check_args(a, workspace, workspace_bytes, 1);
+    int rc = vattn_check_args_ws(a, workspace, workspace_bytes, 1, vattn_workspace_size(a));
     if (rc)
         return rc;
     if ((rc = vattn_device_ok()))
@@ -258,7 +258,7 @@ VATTN_API int vattn_verify_reference(const vattn_args *a, void *workspace,
                                      size_t workspace_bytes, void *stream)
 {
     g_cuda_err[0] = 0;
-    int rc = vattn_check_args(a, workspace, workspace_bytes, 1);
+    int rc = vattn_check_args_ws(a, workspace, workspace_bytes, 1, vattn_workspace_size(a));
     if (rc)
         return rc;
     if ((rc = vattn_device_ok()))

@@ -212,7 +212,7 @@ static void vattn_cpu_request(const vattn_args *a, int b, const vattn_cpu_ws *w)
 int vattn_verify(const vattn_args *a, void *workspace, size_t workspace_bytes, void *stream)
 {
     (void)stream;
-    int rc = vattn_check_args(a, workspace, workspace_bytes, 0);
+    int rc = vattn_check_args_ws(a, workspace, workspace_bytes, 0, vattn_workspace_size(a));
     if (rc)
         return rc;
     rc = vattn_check_host_data(a);

@@ -14,8 +14,6 @@
 
 #include <stdlib.h>
 
-#include "vattn_check.h"
-
 static atomic_int g_log_invalid, g_log_graph, g_log_record, g_log_full, g_log_cap,
     g_log_host_data, g_log_huge;
 
@@ -57,25 +55,34 @@ static void kcap_log_cap(void)
 
 /* The real call for a snapshot that will not be kept: the library's verdict decides how it
  * is counted (a call it rejects is `invalid` whatever stopped us). */
-static int kcap_real_uncaptured(kcap_vattn_fn real, const vattn_args *a, void *ws, size_t wsb,
+static int kcap_real_uncaptured(kcap_call_fn real, const void *a, void *ws, size_t wsb,
                                 void *stream, atomic_ullong *counter)
 {
     int status = kcap_real(real, a, ws, wsb, stream);
-    atomic_fetch_add(status != VATTN_OK ? &kcap_g_stats.skipped_invalid : counter, 1);
+    atomic_fetch_add(status != KCAP_CALL_OK ? &kcap_g_stats.skipped_invalid : counter, 1);
     kcap_unreserve();
     return status;
 }
 
-int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *a, void *ws,
+int kcap_call_accepted(kcap_slot *sl, kcap_call_fn real, const void *a, const void *ws,
+                       size_t wsb)
+{
+    const kcap_call_desc *d = sl->desc;
+    if (!d || !a)
+        return 0;
+    kcap_call_library(real); /* the library's own workspace rule for the checker */
+    return !d->check || d->check(a, ws, wsb, kcap_lib_workspace_size(a)) == KCAP_CALL_OK;
+}
+
+int kcap_capture_one(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
                      size_t wsb, void *stream, uint64_t seq)
 {
-    const kcap_call_desc *d = kcap_call_find(kcap_call_name(sl->call));
-    kcap_call_library(real); /* the library's own workspace rule for vattn_check_args */
-    if (!d || vattn_check_args_ws(a, ws, wsb, 0, kcap_lib_workspace_size(a)) != VATTN_OK) {
+    const kcap_call_desc *d = sl->desc;
+    if (!kcap_call_accepted(sl, real, a, ws, wsb)) {
         /* the real library rejects this call too (and writes nothing): nothing to keep */
         atomic_fetch_add(&kcap_g_stats.skipped_invalid, 1);
         kcap_log_once(&g_log_invalid, KCAP_LOG_INFO,
-                      "a %s call with invalid arguments was not captured", kcap_call_name(sl->call));
+                      "a %s call with invalid arguments was not captured", d->name);
         kcap_unreserve();
         return kcap_real(real, a, ws, wsb, stream);
     }
@@ -94,8 +101,8 @@ int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *a, voi
     kcap_devctx dc = {0};
     kcap_mem_ops ops;
     dc.stream = stream;
-    dc.num_slots = a->num_slots;
-    int dev = kcap_mem_classify(a->q, &dc.cu, &dc.ctx);
+    dc.num_slots = kcap_call_pool_rows(d, a);
+    int dev = kcap_mem_classify(kcap_call_tensor_ptr(d, a, d->probe), &dc.cu, &dc.ctx);
     void *saved_ctx = NULL;
     if (dev) {
         if (kcap_dev_push(&dc, &saved_ctx)) {
@@ -122,7 +129,7 @@ int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *a, voi
                 atomic_fetch_add(&kcap_g_stats.skipped_graph, 1);
                 kcap_log_once(&g_log_graph, KCAP_LOG_WARN,
                               "%s called during CUDA stream capture: not captured (counted)",
-                              kcap_call_name(sl->call));
+                              d->name);
                 kcap_unreserve();
                 return kcap_real(real, a, ws, wsb, stream);
             }
@@ -159,12 +166,12 @@ int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *a, voi
         if (dev)
             kcap_dev_pop(&cx->dc, saved_ctx);
         status = kcap_real_uncaptured(real, a, ws, wsb, stream, &kcap_g_stats.dropped_queue);
-        if (status == VATTN_OK && bound > kcap_queue_room())
+        if (status == KCAP_CALL_OK && bound > kcap_queue_room())
             kcap_log_once(&g_log_huge, KCAP_LOG_WARN, "a %s snapshot may need %zu bytes, more "
                           "than KCAP_QUEUE_BYTES=%llu leaves beside the writer's buffers (%zu): "
-                          "such calls are dropped and counted", kcap_call_name(sl->call), bound,
+                          "such calls are dropped and counted", d->name, bound,
                           (unsigned long long)kcap_cfg()->queue_bytes, kcap_queue_room());
-        else if (status == VATTN_OK)
+        else if (status == KCAP_CALL_OK)
             kcap_log_full();
         free(cx);
         return status;
@@ -179,7 +186,7 @@ int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *a, voi
     int rc = snap ? kcap_call_record(d, a, KCAP_ARG_IN, &cx->ops, snap, err)
                   : kcap_error_set(err, KCAP_ERR_NOMEM, "out of memory for a snapshot");
     status = kcap_real(real, a, ws, wsb, stream);
-    if (!rc && status == VATTN_OK)
+    if (!rc && status == KCAP_CALL_OK)
         rc = kcap_call_record(d, a, KCAP_ARG_OUT, &cx->ops, snap, err);
     if (dev) {
         if (!rc) {
@@ -191,10 +198,10 @@ int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *a, voi
         kcap_fill_meta(sl, &snap->meta, seq, NULL);
     }
     atomic_ullong *drop = NULL;
-    if (status != VATTN_OK) {
+    if (status != KCAP_CALL_OK) {
         drop = &kcap_g_stats.skipped_invalid; /* the library rejected it: nothing to keep */
         kcap_log_once(&g_log_host_data, KCAP_LOG_INFO, "a %s call the library rejected (status "
-                      "%d) was not captured", kcap_call_name(sl->call), status);
+                      "%d) was not captured", d->name, status);
     } else if (rc && cx->dc.err == KCAP_ERR_FULL && by_cap) {
         drop = &kcap_g_stats.dropped_cap;
         kcap_log_cap();
@@ -204,7 +211,7 @@ int kcap_capture_one(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *a, voi
     } else if (rc) {
         drop = &kcap_g_stats.failed_record;
         kcap_log_once(&g_log_record, KCAP_LOG_WARN, "recording %s #%llu failed: %s (%s)",
-                      kcap_call_name(sl->call), (unsigned long long)seq,
+                      d->name, (unsigned long long)seq,
                       err->msg[0] ? err->msg : kcap_err_string(err->code), kcap_err_string(rc));
     }
     size_t bytes = drop ? 0 : kcap_snapshot_bytes(snap);

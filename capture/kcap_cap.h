@@ -21,7 +21,6 @@
 
 #include "kcap_calls.h"
 #include "kcap_snapshot.h"
-#include "verify_attn.h"
 
 #define KCAP_MAX_RANGES 64
 
@@ -74,13 +73,23 @@ void kcap_log_once(atomic_int *flag, int level, const char *fmt, ...)
 void kcap_log_atfork_child(void);
 
 /* ---- interposition (kcap_interpose.c) ---- */
-typedef int (*kcap_vattn_fn)(const vattn_args *, void *, size_t, void *);
+/* Every hooked call has this shape: args struct, workspace, its bytes, stream. */
+typedef int (*kcap_call_fn)(const void *args, void *ws, size_t ws_bytes, void *stream);
+/* The status every hooked ABI returns for success. */
+#define KCAP_CALL_OK 0
 
-enum { KCAP_CALL_VERIFY = 0, KCAP_CALL_REFERENCE = 1, KCAP_NCALLS = 2 };
+/* One index per line of the hooked-call list, in its order (= kcap_builtin_calls). */
+enum {
+#define KCAP_HOOK(sym, family) KCAP_CALL_##sym,
+#include "vattn_hooks.def"
+#undef KCAP_HOOK
+    KCAP_NCALLS
+};
 
 typedef struct kcap_slot {
-    _Atomic(kcap_vattn_fn) real; /* the library's function this slot forwards to */
+    _Atomic(kcap_call_fn) real;  /* the library's function this slot forwards to */
     int call;                    /* KCAP_CALL_* */
+    const kcap_call_desc *desc;  /* its description */
     /* cached library identity, filled on first capture through this slot */
     atomic_int lib_ready;
     char lib_path[1024];
@@ -93,7 +102,7 @@ typedef struct kcap_slot {
 extern atomic_int kcap_g_slow;
 
 const char *kcap_call_name(int call);
-int kcap_slow_call(kcap_slot *sl, const vattn_args *a, void *ws, size_t wsb, void *stream);
+int kcap_slow_call(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *stream);
 void kcap_interpose_atfork_child(void); /* re-initialise the wrapper-slot lock */
 
 /* ---- capture core (kcap_capture.c) ---- */
@@ -187,7 +196,7 @@ int kcap_dev_module(const void *cu, void **fn_gather, void **fn_stage, void **fn
 /* ---- zero-stall GPU path (kcap_gpu.c) ---- */
 /* 0: capture staged (async), 1: not handled (caller uses the synchronous path),
  * <0 handled and dropped/failed (counted). */
-int kcap_gpu_capture(kcap_slot *sl, const vattn_args *a, void *ws, size_t wsb, void *stream,
+int kcap_gpu_capture(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *stream,
                      uint64_t seq, int in_capture, int *status_out);
 void kcap_gpu_shutdown(int timeout_ms);
 void kcap_gpu_atfork_child(void);

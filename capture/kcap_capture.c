@@ -26,7 +26,6 @@
 
 #include "kcap_callrec.h"
 #include "kcap_names.h"
-#include "vattn_check.h"
 
 enum { KCAP_M_OFF = 0, KCAP_M_DORMANT = 1, KCAP_M_ACTIVE = 2 };
 
@@ -390,7 +389,7 @@ void kcap_graph_capture_end(void)
 
 /* The one real call of a captured call: errno as the host left it going in, and what the
  * real function leaves is what the host will see coming out (kcap_slow_call restores it). */
-int kcap_real(kcap_vattn_fn real, const vattn_args *a, void *ws, size_t wsb, void *stream)
+int kcap_real(kcap_call_fn real, const void *a, void *ws, size_t wsb, void *stream)
 {
     errno = t_errno;
     int st = real(a, ws, wsb, stream);
@@ -400,13 +399,13 @@ int kcap_real(kcap_vattn_fn real, const vattn_args *a, void *ws, size_t wsb, voi
 
 /* A call made while a graph capture is open in a dormant process: install the staging nodes
  * (the device decides at each replay whether to capture). */
-static int kcap_graph_only(kcap_slot *sl, kcap_vattn_fn real, const vattn_args *a, void *ws,
+static int kcap_graph_only(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
                            size_t wsb, void *stream)
 {
     kcap_devctx dc = {0};
     dc.stream = stream;
-    kcap_call_library(real);
-    if (!a || vattn_check_args_ws(a, ws, wsb, 0, kcap_lib_workspace_size(a)) != VATTN_OK || !kcap_mem_classify(a->q, &dc.cu, &dc.ctx))
+    if (!kcap_call_accepted(sl, real, a, ws, wsb) ||
+        !kcap_mem_classify(kcap_call_tensor_ptr(sl->desc, a, sl->desc->probe), &dc.cu, &dc.ctx))
         return kcap_real(real, a, ws, wsb, stream);
     void *saved = NULL;
     if (kcap_dev_push(&dc, &saved))
@@ -477,9 +476,9 @@ int kcap_gpu_unlimited(void) { return kcap_budget_left(&g_budget) >= (1ull << 30
  * (not counted as a call turned away). */
 int kcap_gpu_unit_take(void) { return atomic_load(&g_mode) == KCAP_M_ACTIVE && kcap_reserve_unit(); }
 
-int kcap_slow_call(kcap_slot *sl, const vattn_args *a, void *ws, size_t wsb, void *stream)
+int kcap_slow_call(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *stream)
 {
-    kcap_vattn_fn real = atomic_load_explicit(&sl->real, memory_order_acquire);
+    kcap_call_fn real = atomic_load_explicit(&sl->real, memory_order_acquire);
     int save_errno = errno;
     kcap_init_once();
     int mode = atomic_load_explicit(&g_mode, memory_order_relaxed);

@@ -8,8 +8,9 @@
  * kcap_stage_gate + kcap_stage (zero-stall path): copy a call's tensors (inputs in phase 0,
  *                   outputs in phase 1) into a region of the device staging ring, entirely on
  *                   the device, so they run on the service stream and inside CUDA graphs. The
- *                   one-thread gate decides (capture wanted? nnz = kv_indptr[bs], read here,
- *                   never by the host; a region of exactly the snapshot's size placed by
+ *                   one-thread gate decides (capture wanted? the counts of the layout, e.g.
+ *                   nnz = kv_indptr[bs], read here, never by the host; kcap_stage_layout.h;
+ *                   a region of exactly the snapshot's size placed by
  *                   kcap_ring_place under the ring's lock); the copy kernel's blocks read that
  *                   decision and leave at once when the call is not captured. The last block
  *                   of phase 1 publishes the region through a doorbell in mapped pinned host
@@ -22,17 +23,19 @@
 #include "kcap_ring.h"
 
 #define KCAP_MAX_SEGS 10
+#define KCAP_NCOUNTS 2
 
-/* Keep the structs below in sync with their mirrors in kcap_gpu_int.h. */
+/* Keep the structs below in sync with their mirrors in kcap_stage_layout.h and
+ * kcap_gpu_int.h. */
 struct kcap_seg {
     unsigned long long src; /* device address of the first row */
-    long long dst_off;      /* byte offset of this segment in the region */
+    long long dst_off;      /* static segments: byte offset of this segment in the region */
     long long row_bytes;    /* bytes per row */
-    long long nrows;        /* rows; -1: nnz rows (kv_indices / KV rows) */
+    long long nrows;        /* static segments: rows */
     long long s0, s1, n1;   /* row r at src + (r / n1) * s0 + (r % n1) * s1 (bytes) */
-    unsigned long long idx; /* non-zero: row r at src + idx[r] * s0 (KV rows) */
+    unsigned long long idx; /* non-zero: row r at src + idx[r] * s0 (pool rows) */
     int idx_size;           /* 4 or 8 */
-    int pad;
+    int counter;            /* -1 static; else rows = count[counter], placed after the fixed part */
     long long pool_rows;    /* range check of idx */
 };
 
@@ -41,10 +44,10 @@ struct kcap_stage_args {
     unsigned long long site;    /* struct kcap_site_dev * */
     unsigned long long bell;    /* mapped pinned host: struct kcap_bell[KCAP_RING_NREC] */
     unsigned long long outcome; /* eager sites: mapped pinned host word (gen << 1 | captured) */
-    unsigned long long indptr;  /* int32 kv_indptr (device) */
-    long long fixed_bytes;      /* bytes that do not depend on nnz */
-    long long per_nnz_bytes;    /* bytes per KV row + its index */
-    int bs;
+    unsigned long long count_src[KCAP_NCOUNTS]; /* device address of each count element */
+    int count_size[KCAP_NCOUNTS]; /* 4 or 8 */
+    int ncounts;
+    long long fixed_bytes;      /* bytes that do not depend on the counts */
     int phase;                  /* 0 inputs (places the region), 1 outputs (publishes it) */
     int nsegs;
     int site_id;
@@ -69,7 +72,7 @@ struct kcap_ring_dev {
 struct kcap_site_dev {
     unsigned long long start; /* region start (monotonic; at base + start % cap) */
     unsigned long long end;
-    long long nnz;
+    long long count[KCAP_NCOUNTS];
     unsigned long long ticket;
     unsigned int done;   /* blocks finished in the current phase */
     int valid;           /* this launch captures */
@@ -80,7 +83,7 @@ struct kcap_site_dev {
 /* The doorbell of one region (index ticket % KCAP_RING_NREC): fields first, ticket last. */
 struct kcap_bell {
     unsigned long long start, end;
-    long long nnz;
+    long long count[KCAP_NCOUNTS];
     int site_id;
     unsigned int gen;
     int status;
@@ -132,7 +135,7 @@ extern "C" __global__ void kcap_stage_gate(struct kcap_stage_args a)
         return;
     int valid = 0;
     uint64_t start = 0, end = 0, ticket = 0;
-    long long nnz = 0;
+    long long cnt[KCAP_NCOUNTS] = {0, 0};
     if (a.force || VOL(unsigned long long, ring->graph_taken) < VOL(unsigned long long, ring->graph_limit)) {
         kcap_lock(&ring->lock);
         unsigned long long base = VOL(unsigned long long, ring->base);
@@ -141,11 +144,19 @@ extern "C" __global__ void kcap_stage_gate(struct kcap_stage_args a)
         } else if (!base) {
             ring->drops_nomem++;
         } else {
-            nnz = ((const int *)a.indptr)[a.bs];
-            unsigned long long need = (unsigned long long)a.fixed_bytes +
-                                      (unsigned long long)nnz * (unsigned long long)a.per_nnz_bytes + 16;
+            int bad = 0;
+            for (int c = 0; c < a.ncounts; c++) {
+                cnt[c] = a.count_size[c] == 8 ? *(const long long *)a.count_src[c]
+                                              : (long long)*(const int *)a.count_src[c];
+                bad |= cnt[c] < 0 || cnt[c] > (1ll << 40);
+            }
+            unsigned long long need = (unsigned long long)a.fixed_bytes + 16;
+            for (int k = 0; k < a.nsegs && !bad; k++)
+                if (a.seg[k].counter >= 0)
+                    need += ((unsigned long long)cnt[a.seg[k].counter] *
+                                 (unsigned long long)a.seg[k].row_bytes + 15) & ~15ull;
             uint64_t t = ring->tickets + 1, nh = 0;
-            int r = nnz < 0 ? KCAP_PLACE_BIG
+            int r = bad ? KCAP_PLACE_BIG
                             : kcap_ring_place(ring->head, VOL(unsigned long long, ring->tail), ring->cap,
                                               need, t, VOL(unsigned long long, ring->tail_ticket),
                                               &start, &nh);
@@ -169,7 +180,8 @@ extern "C" __global__ void kcap_stage_gate(struct kcap_stage_args a)
     }
     site->start = start;
     site->end = end;
-    site->nnz = nnz;
+    for (int c = 0; c < KCAP_NCOUNTS; c++)
+        site->count[c] = cnt[c];
     site->ticket = ticket;
     site->done = 0;
     site->status = 0;
@@ -233,7 +245,7 @@ struct kcap_idx_src {
     }
 };
 
-__device__ static const uint4 kcap_zero_row[80] = {}; /* ≥ one 1152-byte KV row of zeros */
+__device__ static const uint4 kcap_zero_row[80] = {}; /* KCAP_ZERO_ROW_BYTES: ≥ any staged pool row */
 
 /* Copy kernel of a phase: every block reads the gate's decision and leaves at once when the
  * launch does not capture; otherwise all threads stride over the words of every segment. */
@@ -242,35 +254,42 @@ extern "C" __global__ void kcap_stage(struct kcap_stage_args a)
     struct kcap_ring_dev *ring = (struct kcap_ring_dev *)a.ring;
     struct kcap_site_dev *site = (struct kcap_site_dev *)a.site;
     __shared__ int s_valid;
-    __shared__ long long s_nnz;
+    __shared__ long long s_cnt[KCAP_NCOUNTS];
     __shared__ unsigned long long s_start;
     if (threadIdx.x == 0) {
         s_valid = VOL(int, site->valid);
-        s_nnz = VOL(long long, site->nnz);
+        for (int c = 0; c < KCAP_NCOUNTS; c++)
+            s_cnt[c] = VOL(long long, site->count[c]);
         s_start = VOL(unsigned long long, site->start);
     }
     __syncthreads();
     if (!s_valid)
         return;
-    long long nnz = s_nnz;
     char *base = (char *)(VOL(unsigned long long, ring->base) + s_start % VOL(unsigned long long, ring->cap));
+    long long counted_off = a.fixed_bytes; /* the counted segments follow, in order */
     for (int k = 0; k < a.nsegs; k++) {
         const struct kcap_seg *g = &a.seg[k];
-        long long rows = g->nrows < 0 ? nnz : g->nrows;
+        long long rows = g->counter < 0 ? g->nrows : s_cnt[g->counter];
+        long long off = g->dst_off;
+        if (g->counter >= 0) {
+            off = counted_off;
+            counted_off += (rows * g->row_bytes + 15) & ~15ll;
+        }
         if (rows <= 0)
             continue;
-        if (g->nrows < 0 && !g->idx) { /* kv_indices: flat, after the fixed part */
-            long long n = nnz * g->idx_size / 4; /* int32 words (idx_size is 4 or 8) */
+        char *dst = base + off;
+        if (!g->idx && g->n1 <= 1 && g->s0 == g->row_bytes &&
+            ((g->src | (unsigned long long)off | (unsigned long long)(rows * g->row_bytes)) % 4) == 0 &&
+            g->row_bytes % 16) {
+            /* a contiguous tensor of small rows (indices, masks): 4-byte words */
+            long long n = rows * g->row_bytes / 4;
             const unsigned int *s = (const unsigned int *)g->src;
-            unsigned int *d = (unsigned int *)(base + a.fixed_bytes);
+            unsigned int *d = (unsigned int *)dst;
             for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
                  i += (long long)gridDim.x * blockDim.x)
                 d[i] = s[i];
             continue;
         }
-        long long off = g->nrows < 0 ? a.fixed_bytes + ((nnz * g->idx_size + 15) & ~15ll) /* KV rows */
-                                     : g->dst_off;
-        char *dst = base + off;
         long long n1 = g->n1 > 0 ? g->n1 : 1;
         int aligned = ((g->src | (unsigned long long)g->row_bytes | (unsigned long long)g->s0 |
                         (unsigned long long)(g->idx ? 0 : g->s1) | (unsigned long long)off) % 16) == 0;
@@ -315,7 +334,8 @@ extern "C" __global__ void kcap_stage(struct kcap_stage_args a)
                 struct kcap_bell *b = (struct kcap_bell *)a.bell + t % KCAP_RING_NREC;
                 b->start = VOL(unsigned long long, site->start);
                 b->end = VOL(unsigned long long, site->end);
-                b->nnz = VOL(long long, site->nnz);
+                for (int c = 0; c < KCAP_NCOUNTS; c++)
+                    b->count[c] = VOL(long long, site->count[c]);
                 b->site_id = a.site_id;
                 b->gen = a.gen;
                 b->status = VOL(int, site->status);

@@ -2,14 +2,15 @@
  * kcap_gpu.c — zero-stall capture on the GPU, eager and inside CUDA graphs: the call side.
  *
  * The calling thread never waits for the GPU. Per captured call it enqueues, on the call's
- * own stream, a one-thread gate and a staging kernel before the real call (inputs: kv_indptr,
- * q rows, visibility, kv_indices and the referenced KV rows; nnz = kv_indptr[bs] is read on
- * the device) and a staging kernel after it (outputs o, lse), into a region of the device
- * staging ring sized to that snapshot (kcap_gather.cu, kcap_ring.h). The drainer thread
+ * own stream, a one-thread gate and a staging kernel before the real call (its input tensors,
+ * laid out from the call's description by kcap_stage_layout.c: index pointers, strided
+ * views, the index tensors and the pool rows they reference, whose counts such as
+ * kv_indptr[bs] are read on the device) and a staging kernel after it (the outputs), into a
+ * region of the device staging ring sized to that snapshot (kcap_gather.cu, kcap_ring.h). The drainer thread
  * (kcap_gpu_drain.c) reads finished regions back and turns them into snapshots.
  *
  * During CUDA stream capture the three kernels become graph nodes with a permanent "site"
- * each (48 bytes of device memory, in chunks allocated as graphs are captured, no fixed cap
+ * each (56 bytes of device memory, in chunks allocated as graphs are captured, no fixed cap
  * a service can reach): at every replay the gate checks the graph budget the drainer keeps
  * on the device — spent, every kernel exits after reading two words. Calls captured while
  * the process is dormant are seen because libkcap interposes cudaStreamBeginCapture/
@@ -167,53 +168,6 @@ static kring *kcap_ring_get(const kcap_cu *cu, CUcontext ctx)
     return r;
 }
 
-/* Describe the call's tensors as staging segments (offsets in the region). Inputs: 0
- * kv_indptr, 1 q rows, 2 visibility (empty without), 3 kv_indices, 4 KV rows; outputs: o,
- * lse. The nnz-sized segments (3, 4) go after the fixed part, placed by the device. */
-static void kcap_site_layout(ksite *s, const vattn_args *a)
-{
-    long long T = (long long)a->bs * a->q_len, H = a->num_heads;
-    long long off = 0;
-    int isz = a->index_type == VATTN_INDEX_INT64 ? 8 : 4;
-    memset(s->seg_in, 0, sizeof s->seg_in);
-    memset(s->seg_out, 0, sizeof s->seg_out);
-#define R16(x) (((x) + 15) & ~15ll)
-    kseg *g = &s->seg_in[0];
-    g->src = (uintptr_t)a->kv_indptr, g->dst_off = off, g->row_bytes = 4ll * (a->bs + 1);
-    g->nrows = 1, g->n1 = 1, g->s0 = g->row_bytes;
-    off += R16(g->row_bytes);
-    g = &s->seg_in[1];
-    g->src = (uintptr_t)a->q, g->dst_off = off, g->row_bytes = 2 * VATTN_HEAD_DIM_QK;
-    g->nrows = T * H, g->n1 = H, g->s0 = 2 * a->q_stride_t, g->s1 = 2 * a->q_stride_h;
-    off += R16(g->row_bytes * T * H);
-    g = &s->seg_in[2];
-    if (a->visibility) {
-        g->src = (uintptr_t)a->visibility, g->dst_off = off;
-        g->row_bytes = (long long)a->bs * a->q_len * a->q_len, g->nrows = 1, g->n1 = 1;
-        g->s0 = g->row_bytes;
-        off += R16(g->row_bytes);
-    }
-    kseg *o = &s->seg_out[0];
-    o->src = (uintptr_t)a->o, o->dst_off = off, o->row_bytes = 2 * VATTN_HEAD_DIM_V;
-    o->nrows = T * H, o->n1 = H, o->s0 = 2 * a->o_stride_t, o->s1 = 2 * a->o_stride_h;
-    off += R16(o->row_bytes * T * H);
-    if (a->lse) {
-        o = &s->seg_out[1];
-        o->src = (uintptr_t)a->lse, o->dst_off = off, o->row_bytes = 4 * T * H, o->nrows = 1;
-        o->n1 = 1, o->s0 = o->row_bytes;
-        off += R16(o->row_bytes);
-    }
-    s->fixed_bytes = off;
-    g = &s->seg_in[3]; /* kv_indices: flat, nnz entries */
-    g->src = (uintptr_t)a->kv_indices, g->row_bytes = isz, g->nrows = -1, g->n1 = 1, g->s0 = isz;
-    g->idx_size = isz;
-    g = &s->seg_in[KCAP_SEG_KV];
-    g->src = (uintptr_t)a->kv_cache, g->row_bytes = 2 * VATTN_HEAD_DIM_QK, g->nrows = -1;
-    g->s0 = 2 * a->kv_stride, g->idx = (uintptr_t)a->kv_indices, g->idx_size = isz;
-    g->pool_rows = a->num_slots;
-#undef R16
-}
-
 static CUresult kcap_launch(kring *r, ksite *s, int sid, int phase, int force, CUstream st)
 {
     kstage_args p;
@@ -222,18 +176,19 @@ static CUresult kcap_launch(kring *r, ksite *s, int sid, int phase, int force, C
     p.site = kcap_site_dev(r, sid);
     p.bell = (uintptr_t)r->bell;
     p.outcome = force ? (uintptr_t)&r->outcome[sid] : 0;
-    p.indptr = (uintptr_t)s->args.kv_indptr;
-    p.fixed_bytes = s->fixed_bytes;
-    int isz = s->args.index_type == VATTN_INDEX_INT64 ? 8 : 4;
-    p.per_nnz_bytes = isz + 2 * VATTN_HEAD_DIM_QK;
-    p.bs = s->args.bs;
+    for (int c = 0; c < KCAP_NCOUNTS; c++) {
+        p.count_src[c] = s->lay.count_src[c];
+        p.count_size[c] = s->lay.count_size[c];
+    }
+    p.ncounts = s->lay.ncounts;
+    p.fixed_bytes = s->lay.fixed_bytes;
     p.phase = phase;
     p.site_id = sid;
     p.force = force;
     p.gen = s->gen;
-    int n = phase == 0 ? KCAP_NSEG_IN : KCAP_NSEG_OUT;
+    int n = phase == 0 ? s->lay.nin : s->lay.nout;
     p.nsegs = n;
-    memcpy(p.seg, phase == 0 ? s->seg_in : s->seg_out, sizeof(kseg) * (size_t)n);
+    memcpy(p.seg, phase == 0 ? s->lay.seg_in : s->lay.seg_out, sizeof(kseg) * (size_t)n);
     void *params[] = {&p};
     CUresult e = CUDA_SUCCESS;
     if (phase == 0) /* one thread decides for both phases of this launch */
@@ -261,25 +216,37 @@ static int kcap_eager_free(const kcap_cu *cu, ksite *o)
     return done;
 }
 
-int kcap_gpu_capture(kcap_slot *sl, const vattn_args *a, void *ws, size_t wsb, void *stream,
+int kcap_gpu_capture(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *stream,
                      uint64_t seq, int in_capture, int *status_out)
 {
-    kcap_vattn_fn real = atomic_load(&sl->real);
+    kcap_call_fn real = atomic_load(&sl->real);
     const kcap_config *c = kcap_cfg();
     if (!c->gpu_async && !in_capture)
         return 1;
+    /* where the tensors go, from the description; a call the staging kernels cannot lay out
+       takes the synchronous path (eager) or is counted as not captured (graph) */
+    kcap_layout *lay = malloc(sizeof *lay);
+    if (!lay || sl->desc->args_size > KCAP_ARGS_MAX || kcap_stage_layout(sl->desc, a, lay)) {
+        free(lay);
+        return 1;
+    }
     const kcap_cu *cu = kcap_cu_load(NULL);
     CUcontext ctx = NULL;
-    if (!cu || cu->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
+    if (!cu || cu->cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) {
+        free(lay);
         return 1;
+    }
     kring *r = kcap_ring_get(cu, ctx);
-    if (!r)
+    if (!r) {
+        free(lay);
         return 1;
+    }
     if (!in_capture && !atomic_load(&r->base) && kcap_ring_alloc_mem(r, 0)) {
         /* no memory to stage into: waiting for the GPU (the synchronous path) is not an
            option for the zero-stall mode, so the call is dropped and counted */
         atomic_fetch_add(&kcap_g_stats.dropped_ring_nomem, 1);
         *status_out = kcap_real(real, a, ws, wsb, stream);
+        free(lay);
         return -1;
     }
     int sid = -1;
@@ -299,15 +266,16 @@ int kcap_gpu_capture(kcap_slot *sl, const vattn_args *a, void *ws, size_t wsb, v
     if (s) {
         s->used = 1;
         s->graph = in_capture;
-        memcpy(&s->args, a, sizeof *a);
+        memcpy(s->args, a, sl->desc->args_size);
         s->sl = sl;
         s->seq = seq;
         s->gen++;
         atomic_store(&s->launched, 0);
         atomic_store(&s->pending, !in_capture);
-        kcap_site_layout(s, a);
+        s->lay = *lay;
     }
     pthread_mutex_unlock(&kcap_g_ring_lock);
+    free(lay);
     if (!s) {
         if (in_capture)
             kcap_log_once(&g_log_sites, KCAP_LOG_WARN, "more than %d graph call sites; further "

@@ -111,7 +111,7 @@ typedef struct {
     ksite *s;
     CUdeviceptr region;  /* device address of the region */
     const char *fixed;   /* host copy of the fixed part */
-    long long nnz;
+    long long count[KCAP_NCOUNTS]; /* the counts the device read */
 } kstaged;
 
 /* Device bytes to host memory through the pinned bounce buffer. */
@@ -130,22 +130,37 @@ static int kcap_dev_read(kring *r, void *dst, CUdeviceptr src, size_t n)
     return 0;
 }
 
-/* The fixed-size segment (not kv_indices / KV rows) holding the call's device address p. */
-static const kseg *staged_find(const ksite *s, const char *p, int *index)
+/* The segment (not pool rows: those are gathered) whose source span holds the call's device
+ * address p, its rows and its offset in the region; NULL when none. */
+static const kseg *staged_find(const kstaged *st, const char *p, long long *rows, long long *off)
 {
-    for (int k = 0; k < KCAP_NSEG_IN + KCAP_NSEG_OUT; k++) {
-        const kseg *g = k < KCAP_NSEG_IN ? &s->seg_in[k] : &s->seg_out[k - KCAP_NSEG_IN];
-        if (!g->src || g->nrows <= 0) /* empty, or nnz-sized (read from the device) */
+    const kcap_layout *l = &st->s->lay;
+    for (int k = 0; k < l->nin + l->nout; k++) {
+        const kseg *g = k < l->nin ? &l->seg_in[k] : &l->seg_out[k - l->nin];
+        long long n = kcap_seg_rows(g, st->count);
+        if (!g->src || g->idx || n <= 0)
             continue;
-        long long n1 = g->n1 > 0 ? g->n1 : 1, last = g->nrows - 1;
+        long long n1 = g->n1 > 0 ? g->n1 : 1, last = n - 1;
         long long span = (last / n1) * g->s0 + (last % n1) * g->s1 + g->row_bytes;
         const char *b = (const char *)(uintptr_t)g->src;
         if (p >= b && p < b + span) {
-            *index = k;
+            *rows = n;
+            *off = k < l->nin ? kcap_seg_offset(l, k, st->count) : g->dst_off;
             return g;
         }
     }
     return NULL;
+}
+
+/* Stored bytes of a segment at region offset `off`: from the host copy of the fixed part,
+ * or (counted segments, after it) straight from the device. */
+static int st_read(kstaged *st, void *dst, long long off, size_t n)
+{
+    if (off + (long long)n <= st->s->lay.fixed_bytes) {
+        memcpy(dst, st->fixed + off, n);
+        return 0;
+    }
+    return kcap_dev_read(st->r, dst, st->region + (CUdeviceptr)off, n);
 }
 
 static int st_copy(void *ctx, void *dst, const void *src, size_t n)
@@ -153,34 +168,30 @@ static int st_copy(void *ctx, void *dst, const void *src, size_t n)
     kstaged *st = ctx;
     const char *p = src;
     char *d = dst;
-    const kseg *ix = &st->s->seg_in[3];
-    if (p >= (const char *)(uintptr_t)ix->src &&
-        p + n <= (const char *)(uintptr_t)ix->src + (size_t)st->nnz * (size_t)ix->idx_size) {
-        size_t off = (size_t)(p - (const char *)(uintptr_t)ix->src);
-        return kcap_dev_read(st->r, dst, st->region + (CUdeviceptr)st->s->fixed_bytes + off, n);
-    }
     while (n) {
-        int k;
-        const kseg *g = staged_find(st->s, p, &k);
+        long long rows, base;
+        const kseg *g = staged_find(st, p, &rows, &base);
         if (!g)
             return -1;
         long long off = p - (const char *)(uintptr_t)g->src;
-        if (g->nrows == 1) { /* dense */
-            size_t m = (size_t)(g->row_bytes - off) < n ? (size_t)(g->row_bytes - off) : n;
-            memcpy(d, st->fixed + g->dst_off + off, m);
-            d += m, p += m, n -= m;
-            continue;
-        }
         long long n1 = g->n1 > 0 ? g->n1 : 1, s1 = g->s1 > 0 ? g->s1 : g->row_bytes;
-        long long t = off / g->s0, rem = off % g->s0, h = rem / s1, inner = rem % s1;
         size_t m;
-        if (h < n1 && inner < g->row_bytes) {
-            m = (size_t)(g->row_bytes - inner) < n ? (size_t)(g->row_bytes - inner) : n;
-            memcpy(d, st->fixed + g->dst_off + (t * n1 + h) * g->row_bytes + inner, m);
-        } else { /* a gap between rows of the view: never part of the stored tensor */
-            long long to = h < n1 ? s1 - inner : g->s0 - rem;
-            m = (size_t)to < n ? (size_t)to : n;
-            memset(d, 0, m);
+        if (n1 == 1 && g->s0 == g->row_bytes) { /* dense: the stored bytes in order */
+            long long left = rows * g->row_bytes - off;
+            m = (size_t)left < n ? (size_t)left : n;
+            if (st_read(st, d, base + off, m))
+                return -1;
+        } else {
+            long long t = off / g->s0, rem = off % g->s0, h = rem / s1, inner = rem % s1;
+            if (h < n1 && inner < g->row_bytes) {
+                m = (size_t)(g->row_bytes - inner) < n ? (size_t)(g->row_bytes - inner) : n;
+                if (st_read(st, d, base + (t * n1 + h) * g->row_bytes + inner, m))
+                    return -1;
+            } else { /* a gap between rows of the view: never part of the stored tensor */
+                long long to = h < n1 ? s1 - inner : g->s0 - rem;
+                m = (size_t)to < n ? (size_t)to : n;
+                memset(d, 0, m);
+            }
         }
         d += m, p += m, n -= m;
     }
@@ -192,12 +203,15 @@ static int st_gather(void *ctx, void *dst, const void *pool, size_t row_bytes, s
 {
     kstaged *st = ctx;
     (void)rows; /* the device gathered exactly these rows, in this order */
-    const kseg *g = &st->s->seg_in[KCAP_SEG_KV];
-    if ((uintptr_t)pool != g->src || row_bytes != (size_t)g->row_bytes || stride != (size_t)g->s0 ||
-        (long long)nrows != st->nnz)
-        return -1;
-    long long off = st->s->fixed_bytes + ((st->nnz * g->idx_size + 15) & ~15ll);
-    return kcap_dev_read(st->r, dst, st->region + (CUdeviceptr)off, nrows * row_bytes);
+    const kcap_layout *l = &st->s->lay;
+    for (int k = 0; k < l->nin; k++) {
+        const kseg *g = &l->seg_in[k];
+        if (!g->idx || (uintptr_t)pool != g->src || row_bytes != (size_t)g->row_bytes ||
+            stride != (size_t)g->s0 || (long long)nrows != kcap_seg_rows(g, st->count))
+            continue;
+        return st_read(st, dst, kcap_seg_offset(l, k, st->count), nrows * row_bytes);
+    }
+    return -1;
 }
 
 /* Reserve room in the writer queue for a snapshot and its transient copy, waiting for the
@@ -237,7 +251,7 @@ static void kcap_drain_one(kring *r, const kbell *b)
     ksite *s = kcap_site(r, b->site_id);
     int ok = s && (s->graph || s->gen == b->gen) && !b->status;
     /* the region bounds the snapshot's tensors; its fixed part is held twice for a while */
-    size_t bytes = (size_t)(b->end - b->start) + (s ? (size_t)s->fixed_bytes : 0), reserved = 0;
+    size_t bytes = (size_t)(b->end - b->start) + (s ? (size_t)s->lay.fixed_bytes : 0), reserved = 0;
     kcap_snapshot *snap = NULL;
     kcap_error err = {0};
     char *fixed = NULL;
@@ -247,29 +261,29 @@ static void kcap_drain_one(kring *r, const kbell *b)
     else if (!rc)
         reserved = bytes;
     CUdeviceptr base = atomic_load(&r->base);
-    if (!rc && !(fixed = malloc(s->fixed_bytes ? (size_t)s->fixed_bytes : 1)))
+    if (!rc && !(fixed = malloc(s->lay.fixed_bytes ? (size_t)s->lay.fixed_bytes : 1)))
         rc = KCAP_ERR_NOMEM;
     CUdeviceptr region = base + (CUdeviceptr)(b->start % r->cap);
-    if (!rc && kcap_dev_read(r, fixed, region, (size_t)s->fixed_bytes))
+    if (!rc && kcap_dev_read(r, fixed, region, (size_t)s->lay.fixed_bytes))
         rc = KCAP_ERR_IO;
     if (!rc) {
-        kstaged st = {r, s, region, fixed, b->nnz};
+        kstaged st = {r, s, region, fixed, {b->count[0], b->count[1]}};
         kcap_mem_ops ops = {0};
         ops.ctx = &st;
         ops.copy_to_host = st_copy;
         ops.gather_rows = st_gather;
-        const kcap_call_desc *d = kcap_call_find(kcap_call_name(s->sl->call));
+        const kcap_call_desc *d = s->sl->desc;
         snap = kcap_snapshot_create();
-        rc = snap && d ? kcap_call_record(d, &s->args, KCAP_ARG_IN, &ops, snap, &err) : KCAP_ERR_NOMEM;
+        rc = snap ? kcap_call_record(d, s->args, KCAP_ARG_IN, &ops, snap, &err) : KCAP_ERR_NOMEM;
         if (!rc)
-            rc = kcap_call_record(d, &s->args, KCAP_ARG_OUT, &ops, snap, &err);
+            rc = kcap_call_record(d, s->args, KCAP_ARG_OUT, &ops, snap, &err);
     }
     free(fixed);
     /* the region is free again as soon as its bytes are on the host */
     if (kcap_ring_books_done(r->books, b->ticket, b->end) > 0)
         kcap_push_tail(r);
     uint64_t seq = s && s->graph ? (uint64_t)b->ticket - 1 : s ? s->seq : 0;
-    int invalid = !rc && s->status != VATTN_OK; /* the library rejected the call: not kept */
+    int invalid = !rc && s->status != KCAP_CALL_OK; /* the library rejected the call: not kept */
     if (invalid)
         rc = KCAP_ERR_ARG;
     int by_cap = 0;
@@ -304,7 +318,7 @@ static void kcap_drain_one(kring *r, const kbell *b)
     } else if (rc) {
         atomic_fetch_add(&kcap_g_stats.failed_record, 1);
         kcap_log_once(&g_log_read, KCAP_LOG_WARN, "a staged GPU snapshot could not be read back: %s",
-                      b->status ? "an index was outside the KV pool" : !ok ? "bad doorbell"
+                      b->status ? "an index was outside the pool" : !ok ? "bad doorbell"
                       : err.msg[0] ? err.msg : kcap_err_string(rc));
     }
     if (rc)

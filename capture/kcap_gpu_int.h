@@ -10,18 +10,16 @@
 #include "kcap_cap.h"
 #include "kcap_cu.h"
 #include "kcap_ring.h"
+#include "kcap_stage_layout.h"
 
 #include <pthread.h>
 
-#define KCAP_MAX_SEGS 10
 /* Eager calls reuse a small set of sites; a graph call keeps its site for the graph's life.
- * Sites live in chunks allocated as graphs are captured (device: 48 bytes a site). */
+ * Sites live in chunks allocated as graphs are captured (device: 56 bytes a site). */
 #define KCAP_EAGER_SITES 64
 #define KCAP_SITE_CHUNK 1024
 #define KCAP_SITE_CHUNKS 1024 /* 1,048,576 sites: far beyond what a service captures */
-#define KCAP_NSEG_IN 5  /* kv_indptr, q, visibility, kv_indices, KV rows */
-#define KCAP_SEG_KV 4   /* the KV rows are always the last input segment */
-#define KCAP_NSEG_OUT 2 /* o, lse */
+#define KCAP_ARGS_MAX 512 /* bytes of an args struct a site keeps (the descriptions' largest) */
 #define KCAP_STAGE_THREADS 512
 #define KCAP_BOUNCE_BYTES (8u << 20) /* pinned bounce buffer of the read-back */
 /* Budget units the drainer keeps granted to the device for graph replays (each reserved on
@@ -33,17 +31,12 @@
 #define KCAP_GRANT_IDLE_NS 100000000ull
 
 typedef struct {
-    unsigned long long src;
-    long long dst_off, row_bytes, nrows, s0, s1, n1;
-    unsigned long long idx;
-    int idx_size, pad;
-    long long pool_rows;
-} kseg;
-
-typedef struct {
-    unsigned long long ring, site, bell, outcome, indptr;
-    long long fixed_bytes, per_nnz_bytes;
-    int bs, phase, nsegs, site_id, force;
+    unsigned long long ring, site, bell, outcome;
+    unsigned long long count_src[KCAP_NCOUNTS];
+    int count_size[KCAP_NCOUNTS];
+    int ncounts;
+    long long fixed_bytes;
+    int phase, nsegs, site_id, force;
     unsigned int gen;
     kseg seg[KCAP_MAX_SEGS];
 } kstage_args;
@@ -56,7 +49,7 @@ typedef struct {
 
 typedef struct {
     unsigned long long start, end;
-    long long nnz;
+    long long count[KCAP_NCOUNTS];
     unsigned long long ticket;
     unsigned int done;
     int valid, status;
@@ -65,7 +58,7 @@ typedef struct {
 
 typedef struct {
     unsigned long long start, end;
-    long long nnz;
+    long long count[KCAP_NCOUNTS];
     int site_id;
     unsigned int gen;
     int status;
@@ -76,10 +69,9 @@ typedef struct {
 /* What the host remembers of a call site to rebuild its snapshots. */
 typedef struct ksite {
     int graph;
-    vattn_args args;
+    _Alignas(16) unsigned char args[KCAP_ARGS_MAX]; /* the call's args struct, as it was */
     kcap_slot *sl;
-    kseg seg_in[KCAP_NSEG_IN], seg_out[KCAP_NSEG_OUT];
-    long long fixed_bytes;
+    kcap_layout lay;        /* where its tensors go in a region */
     int status;             /* the real call's return */
     uint64_t seq;
     /* eager sites only */

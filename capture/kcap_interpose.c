@@ -1,5 +1,6 @@
 /*
- * kcap_interpose.c — how libkcap.so catches vattn_verify / vattn_verify_reference.
+ * kcap_interpose.c — how libkcap.so catches the hooked calls (the X-macro list
+ * kernels/vattn_hooks.def generates the wrappers, the routing and the export map).
  *
  * Two bindings exist in real hosts and both must be caught:
  *  (a) the dynamic linker: a program linked against the kernel library resolves the symbol
@@ -47,7 +48,12 @@ static pthread_mutex_t g_slot_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int g_log_slots_full;
 static _Thread_local int t_in_dlsym;
 
-static const char *const g_names[KCAP_NCALLS] = {"vattn_verify", "vattn_verify_reference"};
+/* The hooked symbols, in list order (no libc: dlsym runs before anything is set up). */
+static const char *const g_names[KCAP_NCALLS] = {
+#define KCAP_HOOK(sym, family) #sym,
+#include "vattn_hooks.def"
+#undef KCAP_HOOK
+};
 
 const char *kcap_call_name(int call) { return g_names[call]; }
 
@@ -81,18 +87,26 @@ KCAP_NO_SAN void *kcap_dlsym_init(void)
 /* Resolve the real dlsym before any host code can call ours. */
 __attribute__((constructor(101))) static void kcap_interpose_ctor(void) { kcap_dlsym_init(); }
 
+/* The index of a hooked symbol, or -1. */
+KCAP_NO_SAN static int kcap_hook_index(const char *name)
+{
+    for (int c = 0; name && c < KCAP_NCALLS; c++)
+        if (name[0] == g_names[c][0] && kcap_streq(name, g_names[c]))
+            return c;
+    return -1;
+}
+
 /* Where a dlsym call goes, decided without calling the real dlsym: straight to it (tail
  * jump, so glibc sees the host's return address) for every lookup but ours, because the
  * caller matters for RTLD_DEFAULT too (a library loaded RTLD_LOCAL also searches its own
- * dependencies) as well as for RTLD_NEXT; only vattn_verify / vattn_verify_reference
- * through a handle or RTLD_DEFAULT go to kcap_dlsym_c. NULL: no real dlsym (return NULL). */
+ * dependencies) as well as for RTLD_NEXT; only the hooked symbols through a handle or
+ * RTLD_DEFAULT go to kcap_dlsym_c. NULL: no real dlsym (return NULL). */
 KCAP_NO_SAN void *kcap_dlsym_route(void *handle, const char *name)
 {
     void *real = kcap_dlsym_init();
     if (!real)
         return NULL;
-    if (handle == RTLD_NEXT || !name || name[0] != 'v' ||
-        (!kcap_streq(name, "vattn_verify") && !kcap_streq(name, "vattn_verify_reference")))
+    if (handle == RTLD_NEXT || kcap_hook_index(name) < 0)
         return real;
     return (void *)kcap_dlsym_c;
 }
@@ -128,13 +142,9 @@ __asm__(".text\n"
 void *dlsym(void *handle, const char *name) { return kcap_dlsym_c(handle, name); }
 #endif
 
-static kcap_vattn_fn kcap_wrapper_for(int call, kcap_vattn_fn real);
-
-/* Our own exported definitions (defined below). */
-int vattn_verify(const vattn_args *, void *, size_t, void *);
-int vattn_verify_reference(const vattn_args *, void *, size_t, void *);
-
-static kcap_vattn_fn kcap_direct_resolve(int call);
+static kcap_call_fn kcap_wrapper_for(int call, kcap_call_fn real);
+static kcap_call_fn kcap_direct_resolve(int call);
+static int kcap_is_direct(const void *p);
 
 KCAP_NO_SAN void *kcap_dlsym_c(void *handle, const char *name)
 {
@@ -142,24 +152,23 @@ KCAP_NO_SAN void *kcap_dlsym_c(void *handle, const char *name)
     if (!real)
         return NULL;
     void *p = real(handle, name);
-    /* TLS is touched only for our two names: dlsym runs very early (sanitizer runtimes,
+    /* TLS is touched only for our names: dlsym runs very early (sanitizer runtimes,
        other preloads call it from their initialisers, before our TLS may be usable) */
-    if (!p || !name || name[0] != 'v')
-        return p;
-    int call = kcap_streq(name, "vattn_verify") ? 0 : kcap_streq(name, "vattn_verify_reference") ? 1 : -1;
+    int call = p ? kcap_hook_index(name) : -1;
     if (call < 0 || t_in_dlsym)
         return p;
     t_in_dlsym = 1;
     void *out = p;
-    if (p == (void *)vattn_verify || p == (void *)vattn_verify_reference) {
+    if (kcap_is_direct(p)) {
         /* the lookup found our linker-level definition: fine if a real one exists behind it,
            otherwise the host must see what it would have seen without us (nothing) */
         if (!kcap_direct_resolve(call))
             out = NULL;
     } else {
         /* the library's own workspace rule, for capture's argument check (kcap_meta.c) */
-        kcap_library_bind((kcap_vattn_fn)p, real(handle, "vattn_workspace_size"));
-        out = (void *)kcap_wrapper_for(call, (kcap_vattn_fn)p);
+        const char *ws = kcap_builtin_calls[call].workspace_fn;
+        kcap_library_bind((kcap_call_fn)p, ws ? real(handle, ws) : NULL);
+        out = (void *)kcap_wrapper_for(call, (kcap_call_fn)p);
     }
     t_in_dlsym = 0;
     return out;
@@ -168,34 +177,36 @@ KCAP_NO_SAN void *kcap_dlsym_c(void *handle, const char *name)
 /* ------------------------------------------------------------------------------------ */
 /* wrappers                                                                              */
 
-static inline int kcap_enter(kcap_slot *sl, const vattn_args *a, void *ws, size_t wsb,
-                             void *stream)
+static inline int kcap_enter(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *stream)
 {
-    kcap_vattn_fn f = atomic_load_explicit(&sl->real, memory_order_acquire);
+    kcap_call_fn f = atomic_load_explicit(&sl->real, memory_order_acquire);
     if (__builtin_expect(!atomic_load_explicit(&kcap_g_slow, memory_order_relaxed), 1))
         return f(a, ws, wsb, stream);
     return kcap_slow_call(sl, a, ws, wsb, stream);
 }
 
-#define KCAP_WRAP(c, i)                                                                    \
-    static int kcap_wrap_##c##_##i(const vattn_args *a, void *ws, size_t wsb, void *s)     \
+/* KCAP_NSLOTS wrappers per hooked call, each bound to its slot. */
+#define KCAP_WRAP(sym, i)                                                                  \
+    static int kcap_wrap_##sym##_##i(const void *a, void *ws, size_t wsb, void *s)         \
     {                                                                                      \
-        return kcap_enter(&g_slots[c][i], a, ws, wsb, s);                                  \
+        return kcap_enter(&g_slots[KCAP_CALL_##sym][i], a, ws, wsb, s);                    \
     }
-#define KCAP_WRAP_ALL(c)                                                                   \
-    KCAP_WRAP(c, 0) KCAP_WRAP(c, 1) KCAP_WRAP(c, 2) KCAP_WRAP(c, 3) KCAP_WRAP(c, 4)        \
-    KCAP_WRAP(c, 5) KCAP_WRAP(c, 6) KCAP_WRAP(c, 7)
-KCAP_WRAP_ALL(0)
-KCAP_WRAP_ALL(1)
+#define KCAP_HOOK(sym, family)                                                             \
+    KCAP_WRAP(sym, 0) KCAP_WRAP(sym, 1) KCAP_WRAP(sym, 2) KCAP_WRAP(sym, 3)                \
+    KCAP_WRAP(sym, 4) KCAP_WRAP(sym, 5) KCAP_WRAP(sym, 6) KCAP_WRAP(sym, 7)
+#include "vattn_hooks.def"
+#undef KCAP_HOOK
 
-static const kcap_vattn_fn g_wrappers[KCAP_NCALLS][KCAP_NSLOTS] = {
-    {kcap_wrap_0_0, kcap_wrap_0_1, kcap_wrap_0_2, kcap_wrap_0_3, kcap_wrap_0_4, kcap_wrap_0_5,
-     kcap_wrap_0_6, kcap_wrap_0_7},
-    {kcap_wrap_1_0, kcap_wrap_1_1, kcap_wrap_1_2, kcap_wrap_1_3, kcap_wrap_1_4, kcap_wrap_1_5,
-     kcap_wrap_1_6, kcap_wrap_1_7},
+static const kcap_call_fn g_wrappers[KCAP_NCALLS][KCAP_NSLOTS] = {
+#define KCAP_HOOK(sym, family)                                                             \
+    {kcap_wrap_##sym##_0, kcap_wrap_##sym##_1, kcap_wrap_##sym##_2, kcap_wrap_##sym##_3,    \
+     kcap_wrap_##sym##_4, kcap_wrap_##sym##_5, kcap_wrap_##sym##_6, kcap_wrap_##sym##_7},
+#include "vattn_hooks.def"
+#undef KCAP_HOOK
 };
+_Static_assert(KCAP_NSLOTS == 8, "KCAP_HOOK above spells out 8 wrappers per call");
 
-static kcap_vattn_fn kcap_wrapper_for(int call, kcap_vattn_fn real)
+static kcap_call_fn kcap_wrapper_for(int call, kcap_call_fn real)
 {
     /* a wrapper handed out earlier (e.g. the host looks a wrapper up again) stays itself */
     for (int i = 0; i < KCAP_NSLOTS; i++)
@@ -205,13 +216,14 @@ static kcap_vattn_fn kcap_wrapper_for(int call, kcap_vattn_fn real)
         if (atomic_load_explicit(&g_slots[call][i].real, memory_order_acquire) == real)
             return g_wrappers[call][i];
     pthread_mutex_lock(&g_slot_lock);
-    kcap_vattn_fn w = NULL;
+    kcap_call_fn w = NULL;
     for (int i = 0; i < KCAP_NSLOTS && !w; i++) {
-        kcap_vattn_fn cur = atomic_load_explicit(&g_slots[call][i].real, memory_order_relaxed);
+        kcap_call_fn cur = atomic_load_explicit(&g_slots[call][i].real, memory_order_relaxed);
         if (cur == real)
             w = g_wrappers[call][i];
         else if (!cur) {
             g_slots[call][i].call = call;
+            g_slots[call][i].desc = &kcap_builtin_calls[call];
             atomic_store_explicit(&g_slots[call][i].real, real, memory_order_release);
             w = g_wrappers[call][i];
         }
@@ -229,43 +241,61 @@ static kcap_vattn_fn kcap_wrapper_for(int call, kcap_vattn_fn real)
 
 void kcap_interpose_atfork_child(void) { pthread_mutex_init(&g_slot_lock, NULL); }
 
-static kcap_vattn_fn kcap_direct_resolve(int call)
+static kcap_call_fn kcap_direct_resolve(int call)
 {
     kcap_slot *sl = &g_direct[call];
-    kcap_vattn_fn f = atomic_load_explicit(&sl->real, memory_order_acquire);
+    kcap_call_fn f = atomic_load_explicit(&sl->real, memory_order_acquire);
     if (f)
         return f;
     kcap_dlsym_fn real = (kcap_dlsym_fn)kcap_dlsym_init();
     if (!real)
         return NULL;
     /* called from inside libkcap.so, so RTLD_NEXT means "after us" */
-    f = (kcap_vattn_fn)real(RTLD_NEXT, g_names[call]);
-    if (f)
-        kcap_library_bind(f, real(RTLD_NEXT, "vattn_workspace_size"));
+    f = (kcap_call_fn)real(RTLD_NEXT, g_names[call]);
     if (f) {
+        const char *ws = kcap_builtin_calls[call].workspace_fn;
+        kcap_library_bind(f, ws ? real(RTLD_NEXT, ws) : NULL);
         sl->call = call;
+        sl->desc = &kcap_builtin_calls[call];
         atomic_store_explicit(&sl->real, f, memory_order_release);
     }
     return f;
 }
 
-/* The linker-bound definitions. Returning VATTN_ERR_NO_DEVICE when no real library is
- * behind us can only happen if the host resolved our symbol without loading one. */
-#define KCAP_DIRECT(c, fname)                                                              \
-    __attribute__((visibility("default"))) int fname(const vattn_args *a, void *ws,        \
-                                                     size_t wsb, void *s)                  \
+/* The linker-bound definitions, one per hooked call. When no real library is behind us
+ * (the host resolved our symbol without loading one) they return the description's
+ * no_library_status. */
+#define KCAP_HOOK(sym, family)                                                             \
+    __attribute__((visibility("default"))) int sym(const void *a, void *ws, size_t wsb,    \
+                                                   void *s);                               \
+    int sym(const void *a, void *ws, size_t wsb, void *s)                                  \
     {                                                                                      \
-        kcap_slot *sl = &g_direct[c];                                                      \
+        kcap_slot *sl = &g_direct[KCAP_CALL_##sym];                                        \
         if (__builtin_expect(!atomic_load_explicit(&sl->real, memory_order_acquire), 0) && \
-            !kcap_direct_resolve(c))                                                       \
-            return VATTN_ERR_NO_DEVICE;                                                    \
+            !kcap_direct_resolve(KCAP_CALL_##sym))                                         \
+            return kcap_builtin_calls[KCAP_CALL_##sym].no_library_status;                  \
         return kcap_enter(sl, a, ws, wsb, s);                                              \
     }
-KCAP_DIRECT(0, vattn_verify)
-KCAP_DIRECT(1, vattn_verify_reference)
+#include "vattn_hooks.def"
+#undef KCAP_HOOK
+
+static const kcap_call_fn g_direct_fns[KCAP_NCALLS] = {
+#define KCAP_HOOK(sym, family) sym,
+#include "vattn_hooks.def"
+#undef KCAP_HOOK
+};
+
+/* 1 if p is one of our linker-level definitions. */
+KCAP_NO_SAN static int kcap_is_direct(const void *p)
+{
+    for (int c = 0; c < KCAP_NCALLS; c++)
+        if (p == (const void *)g_direct_fns[c])
+            return 1;
+    return 0;
+}
 
 /* ------------------------------------------------------------------------------------ */
-/* CUDA graph capture (issue 8)                                                          */
+/* CUDA graph capture                                                                    */
 /*
  * A dormant process pays nothing per call, so it cannot notice that a call is being
  * recorded into a CUDA graph — and a graph captured while dormant must still carry our

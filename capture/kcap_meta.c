@@ -1,6 +1,6 @@
 /*
  * kcap_meta.c — what a snapshot says about where it came from (time, host, pid, rank, the
- * library's path and hash), the library's own vattn_workspace_size for the argument check,
+ * library's path and hash), the library's own workspace-size function for the argument check,
  * and kcap_run_on_own_stack(), which runs the heavy one-off steps (initialisation, hashing a
  * library file) on a short-lived thread of ours.
  *
@@ -11,12 +11,11 @@
  * (once per process / per library). Nothing run there takes the dynamic loader's lock, which
  * the caller may hold (a verify call from a library constructor): dladdr stays on the caller.
  *
- * The workspace size: capture checks a call with the kernel library's own rules
- * (kernels/vattn_check.c) before reading anything, and those rules include the workspace
- * size only the library knows. vattn_check.c is compiled into libkcap with its reference to
- * vattn_check_args_ws given kcap_lib_workspace_size(), which asks the
- * library behind the current call (its function looked up when the call was bound, by
- * kcap_interpose.c): libkcap defines no kernel symbol it does not forward.
+ * The workspace size: capture checks a call with the kernel library's own rules (the
+ * description's checker) before reading anything, and those rules include the workspace
+ * size only the library knows: kcap_lib_workspace_size() asks the library behind the
+ * current call (its function looked up when the call was bound, by kcap_interpose.c), so
+ * libkcap defines no kernel symbol it does not forward.
  */
 #include "kcap_cap.h"
 
@@ -37,10 +36,10 @@
 static pthread_mutex_t g_lib_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_rank = -1;
 
-typedef size_t (*kcap_ws_fn)(const vattn_args *);
+typedef size_t (*kcap_ws_fn)(const void *);
 #define KCAP_NLIBS 32
 static struct {
-    _Atomic(kcap_vattn_fn) real;
+    _Atomic(kcap_call_fn) real;
     _Atomic(kcap_ws_fn) ws;
 } g_libs[KCAP_NLIBS];
 static _Thread_local kcap_ws_fn t_ws; /* the workspace function of the call being checked */
@@ -128,13 +127,13 @@ static void kcap_lib_identity_job(void *p)
     sl->lib_base = q->base;
 }
 
-/* The library's vattn_workspace_size, found when its vattn_verify was bound (kcap_interpose.c:
+/* The library's workspace function, found when its entry point was bound (kcap_interpose.c:
  * dlsym on the same handle, or RTLD_NEXT), so no lookup ever runs on the call path. */
-void kcap_library_bind(kcap_vattn_fn real, void *ws_fn)
+void kcap_library_bind(kcap_call_fn real, void *ws_fn)
 {
     pthread_mutex_lock(&g_lib_lock);
     for (int i = 0; i < KCAP_NLIBS; i++) {
-        kcap_vattn_fn r = atomic_load(&g_libs[i].real);
+        kcap_call_fn r = atomic_load(&g_libs[i].real);
         if (r == real)
             break;
         if (!r) {
@@ -148,11 +147,11 @@ void kcap_library_bind(kcap_vattn_fn real, void *ws_fn)
 
 /* Select the library of this call for kcap_lib_workspace_size. A library bound without one
  * (or past the table) checks no workspace; every read stays fault-safe regardless. */
-void kcap_call_library(kcap_vattn_fn real)
+void kcap_call_library(kcap_call_fn real)
 {
     t_ws = NULL;
     for (int i = 0; i < KCAP_NLIBS; i++) {
-        kcap_vattn_fn r = atomic_load(&g_libs[i].real);
+        kcap_call_fn r = atomic_load(&g_libs[i].real);
         if (r == real) {
             t_ws = atomic_load(&g_libs[i].ws);
             return;
@@ -162,10 +161,8 @@ void kcap_call_library(kcap_vattn_fn real)
     }
 }
 
-/* vattn_check.c's vattn_workspace_size (renamed at compile time). A library without the
- * function needs no workspace. */
-
-size_t kcap_lib_workspace_size(const vattn_args *a) { return t_ws ? t_ws(a) : 0; }
+/* A library without the function needs no workspace. */
+size_t kcap_lib_workspace_size(const void *a) { return t_ws ? t_ws(a) : 0; }
 
 void kcap_fill_meta(kcap_slot *sl, kcap_meta *m, uint64_t seq, kcap_devctx *dc)
 {
@@ -184,7 +181,7 @@ void kcap_fill_meta(kcap_slot *sl, kcap_meta *m, uint64_t seq, kcap_devctx *dc)
     m->seq = seq;
     snprintf(m->kcap_version, sizeof m->kcap_version, "%s", KCAP_VERSION);
     if (!m->call[0])
-        snprintf(m->call, sizeof m->call, "%s", kcap_call_name(sl->call));
+        snprintf(m->call, sizeof m->call, "%s", sl->desc->name);
     pthread_mutex_lock(&g_lib_lock);
     Dl_info di;
     void *fn = (void *)atomic_load(&sl->real);

@@ -6,11 +6,12 @@
 #define KCAP_META_H
 
 void kcap_rank_init(void);                 /* read once at init; a garbage value is logged */
-void kcap_call_library(kcap_vattn_fn real); /* this thread's call goes to `real`'s library */
-/* At bind time: `real`'s library has this vattn_workspace_size (NULL: none). */
-void kcap_library_bind(kcap_vattn_fn real, void *ws_fn);
+void kcap_call_library(kcap_call_fn real); /* this thread's call goes to `real`'s library */
+/* At bind time: `real`'s library has this workspace-size function (the description's
+ * workspace_fn; NULL: none). */
+void kcap_library_bind(kcap_call_fn real, void *ws_fn);
 /* The workspace size the bound library of this thread's call asks for (0 when it has no rule). */
-size_t kcap_lib_workspace_size(const vattn_args *a);
+size_t kcap_lib_workspace_size(const void *args);
 void kcap_meta_atfork_child(void);
 /* Run fn(arg) on a short-lived thread of ours and wait for it: for one-off steps that need
  * more stack than a host thread may have (the capture path uses <= 4 KiB of the caller's).

@@ -1,21 +1,18 @@
 # capture/module.mk — rules of the capture module: build/lib/libkcap.so (the LD_PRELOAD
 # interposer), the `kcap record` / `kcap arm` subcommands, and capture's tests and benches.
 #
-# libkcap.so links formats (static, PIC) + common + the shared argument checks of kernels/
-# (given the real library's workspace size through kcap_lib_workspace_size,
-# so libkcap rejects what the library would and defines no kernel symbol it does not forward), and
-# exports only the interposed symbols (capture/libkcap.map). The gather/staging kernels
+# libkcap.so links formats (static, PIC, with the call descriptions of kernels/vattn_desc.c
+# and the libraries' own argument checks, given the real library's workspace size: libkcap
+# rejects what the library would and defines no kernel symbol it does not forward) + common,
+# and exports only the interposed symbols: its version script is generated from the one list
+# of hooked calls (kernels/vattn_hooks.def) and capture/libkcap.map.in. The gather/staging kernels
 # are compiled to PTX by nvcc when it exists and embedded (capture/kcap_ptx.S); without nvcc
 # the library still builds and uses plain copies on the device.
 
 KCAP_LIB := $(LIB)/libkcap.so
-CAPTURE_SRCS := kcap_interpose kcap_capture kcap_budget kcap_queue kcap_arm kcap_mem kcap_gpu kcap_gpu_drain \
+CAPTURE_SRCS := kcap_interpose kcap_capture kcap_budget kcap_queue kcap_arm kcap_mem kcap_gpu kcap_gpu_drain kcap_stage_layout \
                 kcap_ring kcap_config kcap_log kcap_meta kcap_names kcap_size kcap_callrec
-CAPTURE_OBJS := $(patsubst %,$(OBJ)/capture/%.o,$(CAPTURE_SRCS)) $(OBJ)/capture/kcap_ptx.o \
-                $(OBJ)/capture/kcap_vattn_check.o
-$(OBJ)/capture/kcap_vattn_check.o: kernels/vattn_check.c
-	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -fvisibility=hidden -MMD -MP -c $< -o $@
+CAPTURE_OBJS := $(patsubst %,$(OBJ)/capture/%.o,$(CAPTURE_SRCS)) $(OBJ)/capture/kcap_ptx.o
 # formats/module.mk defines FORMATS_LIB once it can build it; until then nothing here that
 # links it is part of `make all` (keeps the tree green for everyone).
 KCAP_FORMATS_READY := $(if $(FORMATS_LIB),1,)
@@ -39,9 +36,15 @@ $(OBJ)/capture/kcap_ptx.o: capture/kcap_ptx.S
 	$(CC) -c $< -o $@
 endif
 
-$(KCAP_LIB): $(CAPTURE_OBJS) $(FORMATS_LIB) $(COMMON_OBJS) capture/libkcap.map
+KCAP_MAP := $(OBJ)/capture/libkcap.map
+$(KCAP_MAP): capture/libkcap.map.in kernels/vattn_hooks.def
 	@mkdir -p $(@D)
-	$(CC) -shared -Wl,-soname,libkcap.so -Wl,--version-script=capture/libkcap.map \
+	sed -n 's/^KCAP_HOOK(\([A-Za-z0-9_]*\),.*/    \1;/p' kernels/vattn_hooks.def > $@.hooks
+	sed -e '/@HOOKS@/r $@.hooks' -e '/@HOOKS@/d' capture/libkcap.map.in > $@ && rm -f $@.hooks
+
+$(KCAP_LIB): $(CAPTURE_OBJS) $(FORMATS_LIB) $(COMMON_OBJS) $(KCAP_MAP)
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,libkcap.so -Wl,--version-script=$(KCAP_MAP) \
 	  -Wl,-z,nodelete -Wl,--wrap=kcap_h5_lock,--wrap=kcap_h5_unlock $(LDFLAGS) -o $@ $(CAPTURE_OBJS) $(FORMATS_LIB) $(COMMON_OBJS) \
 	  $(HDF5_LIBS) -lzstd -ldl -lm
 

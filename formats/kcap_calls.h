@@ -66,11 +66,29 @@ typedef struct kcap_arg_desc {
     const char *row_stride;  /* ROWS: elements between consecutive pool rows */
     const char *pool_rows;   /* ROWS: rows in the pool (for range checks and rebuild) */
     int optional;            /* a NULL pointer is allowed: tensor then absent from the file */
+    int token_major;         /* dims are (token, head, channel...): element indices are
+                                reported as (request, token, head, channel), see
+                                kcap_call_desc.tokens_per_request */
     const char *doc;         /* one line for FORMAT.md / kcap info */
-    /* IGNORED fields only (added): the value rebuild puts in the field, an expression that
-     * may use `args_size` (sizeof the args struct); NULL = 0. E.g. struct_size = "args_size". */
+    /* IGNORED fields only: the value rebuild puts in the field, an expression that may use
+     * `args_size` (sizeof the args struct); NULL = 0. E.g. struct_size = "args_size". */
     const char *fill;
 } kcap_arg_desc;
+
+/* What replay, diff, info and the roofline know of one call's shape, from its snapshot
+ * (kcap_call_desc.summarise): -1 / "?" where a value cannot be known. */
+typedef struct kcap_call_summary {
+    int64_t bs, q_len, num_heads, num_slots;
+    int64_t kv_total, kv_max;  /* keys over all requests, and of the longest request */
+    int tree;                  /* 1: a non-causal mask among the draft tokens */
+    char dtype[8], index_type[8];
+    double flops;              /* floating-point work of the call (the roofline's numerator) */
+} kcap_call_summary;
+
+/* The argument checker of a call: 0 when the library accepts these host-visible arguments.
+ * `ws_need` is the library's own workspace size for them ((size_t)-1: it rejects them). */
+typedef int (*kcap_check_fn)(const void *args, const void *ws, size_t ws_bytes, size_t ws_need);
+typedef void (*kcap_summarise_fn)(const kcap_snapshot *s, kcap_call_summary *out);
 
 typedef struct kcap_call_desc {
     const char *name;        /* the C symbol, e.g. "vattn_verify" */
@@ -81,13 +99,29 @@ typedef struct kcap_call_desc {
     /* derived symbols usable in expressions, "name=expr" each, e.g. "T=bs*q_len" */
     int nderived;
     const char *const *derived;
+    /* what capture and replay need beyond the tensors (all optional; NULL = none): */
+    const char *reference;      /* the library's plain reference with this call's contract
+                                   (replay --ref gpu), e.g. "vattn_verify_reference" */
+    const char *workspace_fn;   /* size_t fn(const args *): the library's workspace bytes */
+    kcap_check_fn check;        /* rejects what the library rejects (capture keeps nothing of it) */
+    const char *probe;          /* the tensor whose pointer tells host from device memory */
+    const char *tokens_per_request; /* expression: token t of a token_major tensor belongs to
+                                       request t / value, draft token t % value */
+    kcap_summarise_fn summarise;/* shape summary and FLOPs for reports and the roofline */
+    int no_library_status;      /* what a hooked call returns when no real library is behind
+                                   libkcap's definition of the symbol */
 } kcap_call_desc;
+
+/* The built-in descriptions, defined next to the kernel ABI they describe
+ * (kernels/vattn_desc.c): one per line of kernels/vattn_hooks.def, in that order. */
+extern const kcap_call_desc kcap_builtin_calls[];
+extern const int kcap_builtin_count;
 
 /* All known calls, and lookup by name (NULL if unknown). */
 int kcap_call_count(void);
 const kcap_call_desc *kcap_call_at(int i);
 const kcap_call_desc *kcap_call_find(const char *name);
-/* (added) Register one more description at run time (tests, experiments); the pointer must
+/* Register one more description at run time (tests, experiments); the pointer must
  * stay valid. KCAP_ERR_ARG if the name exists, KCAP_ERR_FULL past 16 extra calls. */
 int kcap_call_register(const kcap_call_desc *d);
 
@@ -156,15 +190,31 @@ int kcap_call_fetch_output(const kcap_call_desc *d, const kcap_rebuilt *r,
 /* Check a snapshot's tensors (presence, dtype, shape) against the description; with data
  * loaded also index ranges of ROWS tensors and that rows of one slot are identical. */
 int kcap_call_validate(const kcap_call_desc *d, const kcap_snapshot *snap, kcap_error *err);
-/* (added) Same; headers_only = 1 skips every check that needs tensor data (shapes that
+/* Same; headers_only = 1 skips every check that needs tensor data (shapes that
  * depend on an index tensor's values, index ranges, duplicate rows): for read_header. */
 int kcap_call_validate_ex(const kcap_call_desc *d, const kcap_snapshot *snap, int headers_only,
                           kcap_error *err);
 
-/* (added) The description as a Markdown table (malloc'd text, caller frees; NULL on
+/* The description as a Markdown table (malloc'd text, caller frees; NULL on
  * allocation failure): stored in every file as the root attribute call_description and
  * printed by `kcap info --desc`. */
 char *kcap_call_describe(const kcap_call_desc *d);
+
+/* The pointer field `name` of an args struct (NULL when the description has no such
+ * tensor), and the scalar fields alone recorded into `snap` (what the host may read of a
+ * call without touching its tensors: enough to evaluate every shape that depends on scalars
+ * only). */
+const void *kcap_call_tensor_ptr(const kcap_call_desc *d, const void *args, const char *name);
+int kcap_call_record_scalars(const kcap_call_desc *d, const void *args, kcap_snapshot *snap,
+                             kcap_error *err);
+/* Rows of the pool a ROWS tensor gathers from, from the scalars of an args struct (0 when
+ * the call has no pool or the expression cannot be evaluated): capture's range check. */
+int64_t kcap_call_pool_rows(const kcap_call_desc *d, const void *args);
+/* The description of tensor `name` (NULL when none). */
+const kcap_arg_desc *kcap_call_arg(const kcap_call_desc *d, const char *name);
+/* Element size of a tensor argument, resolving "@field:a,b" against the scalars in snap. */
+int kcap_call_elem_size(const kcap_call_desc *d, const kcap_arg_desc *a, const kcap_snapshot *s,
+                        size_t *out, kcap_error *err);
 
 /*
  * Evaluate a shape/stride expression: integer literals, identifiers (scalar names and

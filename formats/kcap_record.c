@@ -182,17 +182,7 @@ int kcap_call_record(const kcap_call_desc *d, const void *args, int phase,
     if (phase == KCAP_ARG_IN) {
         snprintf(snap->meta.call, sizeof snap->meta.call, "%s", d->name);
         snap->meta.abi_version = d->abi_version;
-        for (int i = 0; i < d->nargs && !rc; i++) {
-            const kcap_arg_desc *a = &d->args[i];
-            if (a->kind != KCAP_ARG_SCALAR)
-                continue;
-            rc = a->field == KCAP_F_F32
-                     ? kcap_snapshot_add_float(snap, a->name, kcap_field_get_float(args, a))
-                     : kcap_snapshot_add_int(snap, a->name, kcap_field_get_int(args, a));
-            if (rc)
-                kcap_error_set(err, rc, "%s: cannot record the scalar (already recorded?)",
-                               a->name);
-        }
+        rc = kcap_call_record_scalars(d, args, snap, err);
     }
     for (int i = 0; i < d->nargs && !rc; i++)
         if ((int)d->args[i].kind == phase)

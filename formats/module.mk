@@ -9,7 +9,10 @@ FORMATS_LIB := $(LIB)/libkcapfmt.a
 FORMATS_PLUGIN := $(BUILD)/plugins/libh5zstd.so
 FORMATS_LIBS := $(HDF5_LIBS) -lzstd -lpthread -lm
 
-FORMATS_SRCS := $(filter-out formats/kcap_h5zstd_plugin.c formats/kcap_cmd_%.c,$(wildcard formats/*.c))
+# The call descriptions live next to the ABI they describe (kernels/vattn_desc.c, with the
+# argument checks they use) and are linked in here: every reader and writer knows the calls.
+FORMATS_SRCS := $(filter-out formats/kcap_h5zstd_plugin.c formats/kcap_cmd_%.c,$(wildcard formats/*.c)) \
+                kernels/vattn_desc.c kernels/vattn_check.c
 FORMATS_OBJS := $(patsubst %.c,$(OBJ)/%.o,$(FORMATS_SRCS))
 FORMATS_CMD_OBJS := $(patsubst %.c,$(OBJ)/%.o,$(wildcard formats/kcap_cmd_*.c))
 

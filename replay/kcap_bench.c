@@ -68,17 +68,12 @@ void kcap_bench_traffic(const kcap_call_desc *d, const kcap_snapshot *s, double 
     }
     *bytes = b;
 
-    *flops = 0;
-    const kcap_scalar *ql = kcap_snapshot_scalar(s, "q_len");
-    const kcap_scalar *nh = kcap_snapshot_scalar(s, "num_heads");
-    const kcap_tensor *ip = kcap_snapshot_tensor(s, "kv_indptr", KCAP_DIR_IN);
-    if (!ql || !nh || !ip || !ip->data || ip->dtype != KCAP_DT_I32 || ip->ndim != 1)
-        return;
-    double f = 0;
-    const int32_t *p = ip->data;
-    for (int64_t i = 0; i + 1 < ip->shape[0]; i++)
-        f += 2.0 * (double)ql->i * (double)nh->i * (double)(p[i + 1] - p[i]) * (576.0 + 512.0);
-    *flops = f;
+    /* the description knows the call's arithmetic */
+    kcap_call_summary sum;
+    memset(&sum, 0, sizeof sum);
+    if (d->summarise)
+        d->summarise(s, &sum);
+    *flops = sum.flops;
 }
 
 static double now_ms(void)

@@ -22,8 +22,8 @@ extern "C" {
 /*
  * Unique bytes the call must move: every input and output tensor of the snapshot, except
  * that a ROWS (pool) tensor counts each distinct slot once, however often it is indexed.
- * FLOPs of verify attention: 2 * sum_b q_len * H * kv_len_b * (576 + 512) (QK^T and PV);
- * 0 when the snapshot lacks kv_indptr / q_len / num_heads.
+ * FLOPs: the call description's summary (verify attention: 2 * sum_b q_len * H * kv_len_b *
+ * (576 + 512), QK^T and PV); 0 when the description or the snapshot cannot tell.
  */
 void kcap_bench_traffic(const kcap_call_desc *d, const kcap_snapshot *s, double *bytes,
                         double *flops);

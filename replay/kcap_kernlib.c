@@ -29,7 +29,6 @@ struct kcap_kernlib {
     int abi;
     const char *backend;
     char hash[40];
-    size_t (*workspace)(const void *);
     const char *(*status_string)(int);
     const char *(*last_cuda_error)(void);
 };
@@ -210,7 +209,6 @@ int kcap_kernlib_open(const char *path, kcap_kernlib **out, kcap_error *err)
     }
     int (*abi)(void) = (int (*)(void))p_abi;
     const char *(*backend)(void) = (const char *(*)(void))p_backend;
-    k->workspace = (size_t(*)(const void *))p_ws;
     k->status_string = (const char *(*)(int))p_str;
     k->last_cuda_error = (const char *(*)(void))dlsym(k->handle, "vattn_last_cuda_error");
     k->abi = abi();
@@ -258,9 +256,21 @@ int kcap_kernlib_sym(const kcap_kernlib *k, const char *name, kcap_kern_fn *fn,
     return KCAP_OK;
 }
 
-size_t kcap_kernlib_workspace(const kcap_kernlib *k, const void *args)
+int kcap_kernlib_workspace(const kcap_kernlib *k, const char *sym, const void *args,
+                           size_t *bytes, kcap_error *err)
 {
-    return k->workspace(args);
+    *bytes = 0;
+    if (!sym)
+        return KCAP_OK;
+    size_t (*ws)(const void *) = (size_t(*)(const void *))dlsym(k->handle, sym);
+    if (!ws)
+        return kcap_error_set(err, KCAP_ERR_LIBRARY, "kernel library %s does not export %s",
+                              k->path, sym);
+    *bytes = ws(args);
+    if (*bytes == (size_t)-1)
+        return kcap_error_set(err, KCAP_ERR_SHAPE, "%s: %s() rejects the snapshot's sizes",
+                              k->path, sym);
+    return KCAP_OK;
 }
 
 void kcap_kernlib_status_text(const kcap_kernlib *k, int status, char *buf, size_t n)

@@ -19,8 +19,8 @@
 extern "C" {
 #endif
 
-/* The calling convention of every verify-attention entry point (vattn_verify,
- * vattn_verify_reference): args struct, workspace, workspace bytes, stream. */
+/* The calling convention of every hooked entry point (kernels/vattn_hooks.def): args
+ * struct, workspace, workspace bytes, stream. */
 typedef int (*kcap_kern_fn)(const void *args, void *workspace, size_t workspace_bytes,
                             void *stream);
 
@@ -42,8 +42,11 @@ const char *kcap_kernlib_hash(const kcap_kernlib *k);    /* "xxh64:<16 hex>" of 
 int kcap_kernlib_sym(const kcap_kernlib *k, const char *name, kcap_kern_fn *fn,
                      kcap_error *err);
 
-/* vattn_workspace_size(args): (size_t)-1 when the library rejects the sizes. */
-size_t kcap_kernlib_workspace(const kcap_kernlib *k, const void *args);
+/* The workspace a call needs: the library's function `sym` (the call description's
+ * workspace_fn; NULL = none, 0 bytes) on the args struct. KCAP_ERR_LIBRARY naming the
+ * library when it lacks the function, KCAP_ERR_SHAPE when it rejects the sizes. */
+int kcap_kernlib_workspace(const kcap_kernlib *k, const char *sym, const void *args,
+                           size_t *bytes, kcap_error *err);
 
 /* vattn_status_string(status), plus vattn_last_cuda_error() when there is one. */
 void kcap_kernlib_status_text(const kcap_kernlib *k, int status, char *buf, size_t n);

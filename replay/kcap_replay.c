@@ -209,11 +209,8 @@ static int side_prepare(side *s, const kcap_kernlib *lib, kcap_dev *dev,
     s->have_rb = 1;
     if (s->dev && kcap_dev_sync(s->dev))
         return kcap_error_set(err, KCAP_ERR_CUDA, "uploading the rebuilt inputs failed");
-    s->wsb = kcap_kernlib_workspace(lib, s->rb.args);
-    if (s->wsb == (size_t)-1)
-        return kcap_error_set(err, KCAP_ERR_SHAPE,
-                              "%s: vattn_workspace_size() rejects the snapshot's sizes",
-                              kcap_kernlib_path(lib));
+    if ((rc = kcap_kernlib_workspace(lib, d->workspace_fn, s->rb.args, &s->wsb, err)))
+        return rc;
     if (s->wsb && !(s->ws = s->mem->alloc(s->mem->ctx, s->wsb)))
         return kcap_error_set(err, KCAP_ERR_NOMEM, "cannot allocate %zu bytes of workspace",
                               s->wsb);
@@ -291,45 +288,26 @@ static void judge(const kcap_replayer *r, const kcap_snapshot *snap, void **got,
     }
 }
 
-static int64_t scalar_or(const kcap_snapshot *s, const char *name, int64_t dflt)
+/* The description's summary of the shape (nothing per call here). */
+static void summarise_shape(const kcap_call_desc *d, const kcap_snapshot *s,
+                            kcap_case_result *res)
 {
-    const kcap_scalar *sc = kcap_snapshot_scalar(s, name);
-    return sc ? (sc->type == KCAP_SC_INT ? sc->i : (int64_t)sc->f) : dflt;
-}
-
-static void summarise_shape(const kcap_snapshot *s, kcap_case_result *res)
-{
-    res->bs = scalar_or(s, "bs", -1);
-    res->q_len = scalar_or(s, "q_len", -1);
-    res->num_heads = scalar_or(s, "num_heads", -1);
-    res->num_slots = scalar_or(s, "num_slots", -1);
-    int64_t dt = scalar_or(s, "dtype", -1), it = scalar_or(s, "index_type", -1);
-    snprintf(res->dtype, sizeof res->dtype, "%s", dt == 0 ? "bf16" : dt == 1 ? "fp16" : "?");
-    snprintf(res->index_type, sizeof res->index_type, "%s",
-             it == 0 ? "i32" : it == 1 ? "i64" : "?");
-    /* "causal" when the mask is absent or exactly lower-triangular, else "tree" */
-    const kcap_tensor *vis = kcap_snapshot_tensor(s, "visibility", KCAP_DIR_IN);
-    res->tree = 0;
-    if (vis && vis->data && vis->dtype == KCAP_DT_U8 && res->q_len > 0) {
-        const uint8_t *v = vis->data;
-        const int64_t q = res->q_len, n = (int64_t)vis->nbytes;
-        for (int64_t k = 0; k < n && !res->tree; k++) {
-            const int64_t i = (k / q) % q, j = k % q;
-            res->tree = (v[k] != 0) != (j <= i);
-        }
-    } else if (vis) {
-        res->tree = 1;
-    }
-    res->kv_total = res->kv_max = -1;
-    const kcap_tensor *ip = kcap_snapshot_tensor(s, "kv_indptr", KCAP_DIR_IN);
-    if (ip && ip->data && ip->dtype == KCAP_DT_I32 && ip->ndim == 1 && ip->shape[0] >= 1) {
-        const int32_t *p = ip->data;
-        res->kv_total = p[ip->shape[0] - 1] - p[0];
-        res->kv_max = 0;
-        for (int64_t i = 0; i + 1 < ip->shape[0]; i++)
-            if (p[i + 1] - p[i] > res->kv_max)
-                res->kv_max = p[i + 1] - p[i];
-    }
+    kcap_call_summary sum;
+    memset(&sum, 0, sizeof sum);
+    sum.bs = sum.q_len = sum.num_heads = sum.num_slots = sum.kv_total = sum.kv_max = -1;
+    snprintf(sum.dtype, sizeof sum.dtype, "?");
+    snprintf(sum.index_type, sizeof sum.index_type, "?");
+    if (d && d->summarise)
+        d->summarise(s, &sum);
+    res->bs = sum.bs;
+    res->q_len = sum.q_len;
+    res->num_heads = sum.num_heads;
+    res->num_slots = sum.num_slots;
+    res->kv_total = sum.kv_total;
+    res->kv_max = sum.kv_max;
+    res->tree = sum.tree;
+    snprintf(res->dtype, sizeof res->dtype, "%s", sum.dtype);
+    snprintf(res->index_type, sizeof res->index_type, "%s", sum.index_type);
 }
 
 static double now_ms(void)
@@ -345,7 +323,10 @@ static int run_reference(kcap_replayer *r, const kcap_call_desc *d, const kcap_s
 {
     const kcap_kernlib *lib = r->ref_is_kern ? r->kern : r->ref;
     kcap_kern_fn fn;
-    int rc = kcap_kernlib_sym(lib, "vattn_verify_reference", &fn, err);
+    if (!d->reference)
+        return kcap_error_set(err, KCAP_ERR_UNKNOWN_CALL, "call %s has no reference entry point "
+                              "in its description", d->name);
+    int rc = kcap_kernlib_sym(lib, d->reference, &fn, err);
     if (rc)
         return rc;
     if (kcap_kernlib_abi(lib) != snap->meta.abi_version)
@@ -402,9 +383,9 @@ int kcap_replayer_run(kcap_replayer *r, const char *path, kcap_case_result *res)
         goto done;
     }
     snprintf(res->call, sizeof res->call, "%s", snap->meta.call);
-    summarise_shape(snap, res);
     res->captured_status = snap->meta.call_status;
     const kcap_call_desc *d = kcap_call_find(snap->meta.call);
+    summarise_shape(d, snap, res);
     if (!d) {
         rc = kcap_error_set(&e, KCAP_ERR_UNKNOWN_CALL,
                             "%s: call \"%s\" has no call description in this kcap build", path,

@@ -35,7 +35,8 @@ static const kcap_arg_desc bench_arg_desc[] = {
     {.name = "kv_cache", .kind = KCAP_ARG_IN, .field = KCAP_F_PTR, .offset = 8,
      .dtype = "bfloat16", .ndim = 2, .shape = {"rows", "576"}, .gather = KCAP_GATHER_DENSE},
 };
-static const kcap_call_desc bench_call = {"kcap_bench_kv", 1, 16, 2, bench_arg_desc, 0, NULL};
+static const kcap_call_desc bench_call = {.name = "kcap_bench_kv", .abi_version = 1,
+                                          .args_size = 16, .nargs = 2, .args = bench_arg_desc};
 
 int main(void)
 {

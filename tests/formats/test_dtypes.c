@@ -31,8 +31,10 @@ static const kcap_arg_desc dt_desc[] = {
     T("f64", "float64", 3, "n", 0),   T("i32", "int32", 4, "n", 0),   T("i64", "int64", 5, "n", 0),
     T("u8", "uint8", 6, "n", 0),      T("empty", "float32", 7, "0", 1),
 };
-static const kcap_call_desc dt_call = {"kcap_test_dtypes", 1, sizeof(dt_args),
-                                       (int)(sizeof dt_desc / sizeof dt_desc[0]), dt_desc, 0, NULL};
+static const kcap_call_desc dt_call = {.name = "kcap_test_dtypes", .abi_version = 1,
+                                       .args_size = sizeof(dt_args),
+                                       .nargs = (int)(sizeof dt_desc / sizeof dt_desc[0]),
+                                       .args = dt_desc};
 
 int main(void)
 {

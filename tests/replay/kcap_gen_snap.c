@@ -370,8 +370,9 @@ int main(int argc, char **argv)
             }
             args = &d.a;
         }
-        size_t wsb = kcap_kernlib_workspace(lib, args);
-        if (wsb == (size_t)-1 || (wsb && !(ws = mem->alloc(mem->ctx, wsb)))) {
+        size_t wsb = 0;
+        if (kcap_kernlib_workspace(lib, desc->workspace_fn, args, &wsb, &err) ||
+            (wsb && !(ws = mem->alloc(mem->ctx, wsb)))) {
             fprintf(stderr, "kcap_gen_snap: workspace for case %d failed\n", i);
             goto case_done;
         }

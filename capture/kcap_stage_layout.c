@@ -1,0 +1,184 @@
+/*
+ * kcap_stage_layout.c — the staging layout of a call from its description (see the header):
+ * every tensor argument becomes a segment; the scalars alone decide the static ones, and a
+ * first dimension that is an element of another input tensor (directly, "mask_indptr[bs]",
+ * or through a derived symbol, "nnz" = "kv_indptr[bs]") becomes a count the device reads.
+ */
+#include "kcap_stage_layout.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#define R16(x) (((x) + 15) & ~15ll)
+
+long long kcap_seg_rows(const kseg *g, const long long *counts)
+{
+    return g->counter == KCAP_SEG_STATIC ? g->nrows : counts[g->counter];
+}
+
+long long kcap_seg_offset(const kcap_layout *l, int k, const long long *counts)
+{
+    if (l->seg_in[k].counter == KCAP_SEG_STATIC)
+        return l->seg_in[k].dst_off;
+    long long off = l->fixed_bytes;
+    for (int i = 0; i < k; i++)
+        if (l->seg_in[i].counter != KCAP_SEG_STATIC)
+            off += R16(counts[l->seg_in[i].counter] * l->seg_in[i].row_bytes);
+    return off;
+}
+
+unsigned long long kcap_layout_bytes(const kcap_layout *l, const long long *counts)
+{
+    return (unsigned long long)kcap_seg_offset(l, l->nin, counts);
+}
+
+/* The expression of a derived symbol, or the text itself. */
+static const char *expand(const kcap_call_desc *d, const char *e, char *buf, size_t n)
+{
+    size_t len = strlen(e);
+    for (int i = 0; i < d->nderived; i++)
+        if (!strncmp(d->derived[i], e, len) && d->derived[i][len] == '=') {
+            snprintf(buf, n, "%s", d->derived[i] + len + 1);
+            return buf;
+        }
+    return e;
+}
+
+/* Index of an earlier input segment by tensor name, or -1. */
+static int seg_of(const kcap_layout *l, const char *const *names, const char *name)
+{
+    for (int k = 0; k < l->nin; k++)
+        if (!strcmp(names[k], name))
+            return k;
+    return -1;
+}
+
+/* A first dimension the scalars cannot give: "T[e]" with T an earlier static dense int
+ * input, e over scalars: a device count. Its index in l->count_src, or -1. */
+static int counted_dim(const kcap_call_desc *d, const kcap_snapshot *s, kcap_layout *l,
+                       const char *const *names, const char *expr)
+{
+    char buf[128], name[KCAP_NAME_MAX];
+    const char *e = expand(d, expr, buf, sizeof buf);
+    const char *br = strchr(e, '[');
+    size_t len = br ? (size_t)(br - e) : 0;
+    if (!br || !len || len >= sizeof name || e[strlen(e) - 1] != ']')
+        return -1;
+    memcpy(name, e, len);
+    name[len] = '\0';
+    char inner[128];
+    snprintf(inner, sizeof inner, "%.*s", (int)(strlen(br + 1) - 1), br + 1);
+    int k = seg_of(l, names, name);
+    int64_t at;
+    kcap_error err = {0};
+    if (k < 0 || kcap_expr_eval(d, s, inner, &at, &err))
+        return -1;
+    const kseg *g = &l->seg_in[k];
+    int es = (int)g->row_bytes; /* a 1-D dense int tensor: one element per row */
+    if (g->counter != KCAP_SEG_STATIC || g->n1 != 1 || g->s0 != g->row_bytes ||
+        (es != 4 && es != 8) || at < 0 || at >= g->nrows)
+        return -1;
+    unsigned long long src = g->src + (unsigned long long)at * (unsigned long long)es;
+    for (int c = 0; c < l->ncounts; c++)
+        if (l->count_src[c] == src)
+            return c;
+    if (l->ncounts == KCAP_NCOUNTS)
+        return -1;
+    l->count_src[l->ncounts] = src;
+    l->count_size[l->ncounts] = es;
+    return l->ncounts++;
+}
+
+/* One tensor argument as a segment of its phase. */
+static int add_seg(const kcap_call_desc *d, const kcap_arg_desc *a, const void *args,
+                   const kcap_snapshot *s, kcap_layout *l, const char **names_in)
+{
+    const void *ptr = kcap_call_tensor_ptr(d, args, a->name);
+    if (!ptr)
+        return a->optional ? 0 : -1;
+    int in = a->kind == KCAP_ARG_IN;
+    if ((in ? l->nin : l->nout) == KCAP_MAX_SEGS || a->ndim < 1 || a->ndim > 3)
+        return -1;
+    kcap_error err = {0};
+    size_t es;
+    if (kcap_call_elem_size(d, a, s, &es, &err) || !es)
+        return -1;
+    kseg g;
+    memset(&g, 0, sizeof g);
+    g.src = (uintptr_t)ptr;
+    g.counter = KCAP_SEG_STATIC;
+    int64_t dims[KCAP_MAX_DIMS], st[KCAP_MAX_DIMS];
+    for (int k = 0; k < a->ndim; k++) {
+        if (!kcap_expr_eval(d, s, a->shape[k], &dims[k], &err) && dims[k] >= 0)
+            continue;
+        if (k || !in || a->gather == KCAP_GATHER_STRIDED ||
+            (g.counter = counted_dim(d, s, l, names_in, a->shape[k])) < 0)
+            return -1;
+        dims[k] = 0;
+    }
+    long long inner = (long long)es;
+    for (int k = 1; k < a->ndim; k++)
+        inner *= dims[k];
+    g.nrows = dims[0];
+    g.row_bytes = inner;
+    g.n1 = 1;
+    g.s0 = inner;
+    if (a->gather == KCAP_GATHER_STRIDED) {
+        for (int k = 0; k < a->ndim; k++)
+            if (!a->strides[k] || kcap_expr_eval(d, s, a->strides[k], &st[k], &err) || st[k] < 0)
+                return -1;
+        if (st[a->ndim - 1] != 1 && a->ndim > 1)
+            return -1;
+        g.row_bytes = (long long)es * (a->ndim > 1 ? dims[a->ndim - 1] : 1);
+        g.s0 = st[0] * (long long)es;
+        if (a->ndim == 3) {
+            g.nrows = dims[0] * dims[1];
+            g.n1 = dims[1] > 0 ? dims[1] : 1;
+            g.s1 = st[1] * (long long)es;
+        }
+    } else if (a->gather == KCAP_GATHER_ROWS) {
+        int k = a->index_arg ? seg_of(l, names_in, a->index_arg) : -1;
+        int64_t rs, pool;
+        if (k < 0 || !a->row_stride || !a->pool_rows ||
+            kcap_expr_eval(d, s, a->row_stride, &rs, &err) ||
+            kcap_expr_eval(d, s, a->pool_rows, &pool, &err))
+            return -1;
+        const kseg *ix = &l->seg_in[k];
+        if (g.row_bytes > KCAP_ZERO_ROW_BYTES) /* an index out of the pool reads the zero row */
+            return -1;
+        g.idx = ix->src;
+        g.idx_size = (int)ix->row_bytes;
+        g.counter = ix->counter;
+        g.nrows = ix->nrows;
+        g.s0 = rs * (long long)es;
+        g.pool_rows = pool;
+    }
+    if (g.counter == KCAP_SEG_STATIC) {
+        g.dst_off = l->fixed_bytes;
+        l->fixed_bytes += R16(g.nrows * g.row_bytes);
+    }
+    if (in) {
+        names_in[l->nin] = a->name;
+        l->seg_in[l->nin++] = g;
+    } else {
+        l->seg_out[l->nout++] = g;
+    }
+    return 0;
+}
+
+int kcap_stage_layout(const kcap_call_desc *d, const void *args, kcap_layout *out)
+{
+    memset(out, 0, sizeof *out);
+    kcap_snapshot *s = kcap_snapshot_create();
+    kcap_error err = {0};
+    int rc = s && !kcap_call_record_scalars(d, args, s, &err) ? 0 : -1;
+    const char *names_in[KCAP_MAX_SEGS];
+    /* inputs first: the counted parts follow the fixed part, which holds the outputs too */
+    for (int phase = KCAP_ARG_IN; phase <= KCAP_ARG_OUT && !rc; phase++)
+        for (int i = 0; i < d->nargs && !rc; i++)
+            if ((int)d->args[i].kind == phase)
+                rc = add_seg(d, &d->args[i], args, s, out, names_in);
+    kcap_snapshot_free(s);
+    return rc;
+}

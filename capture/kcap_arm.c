@@ -17,7 +17,9 @@
  * Request: "start <ticks>\nnonce <hex>\n" then "count N" | "off" | "status".
  * Reply:   "ok ..." or "error ...", then the kcap_stats_format line.
  */
-#include "kcap_cap.h"
+#include "kcap_arm.h"
+#include "kcap_log.h"
+#include "kcap_state.h"
 #include "kcap_names.h"
 
 #include <errno.h>
@@ -35,6 +37,7 @@
 static pthread_mutex_t a_lock = PTHREAD_MUTEX_INITIALIZER;
 static int a_running;
 static char a_dir[PATH_MAX];
+static kcap_arm_handler a_handler; /* what a request does (the capture policy's) */
 
 /* Write the reply atomically where `kcap arm` waits for it. */
 static void kcap_arm_reply(const char *nonce, const char *text)
@@ -102,7 +105,7 @@ static void kcap_arm_poll_file(void)
         (strncmp(cmd, "count ", 6) || kcap_parse_u64(cmd + 6, &count) || !count)) {
         snprintf(reply, sizeof reply, "error malformed request '%.40s'\n", cmd);
     } else {
-        kcap_arm_request(count, off, status_only, reply, sizeof reply);
+        a_handler(count, off, status_only, reply, sizeof reply);
     }
     kcap_arm_reply(nonce, reply);
 }
@@ -148,14 +151,15 @@ static void *kcap_arm_main(void *arg)
     return NULL;
 }
 
-void kcap_arm_start(const char *dir)
+void kcap_arm_start(const char *dir, kcap_arm_handler handler)
 {
     pthread_mutex_lock(&a_lock);
-    if (a_running) {
+    if (a_running || !handler) {
         pthread_mutex_unlock(&a_lock);
         return;
     }
     snprintf(a_dir, sizeof a_dir, "%s", dir);
+    a_handler = handler;
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);

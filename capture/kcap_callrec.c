@@ -10,27 +10,18 @@
  * rejects is never kept, whatever capture thought of its arguments.
  */
 #include "kcap_callrec.h"
+#include "kcap_gpu.h"
+#include "kcap_log.h"
+#include "kcap_mem.h"
+#include "kcap_meta.h"
+#include "kcap_queue.h"
 #include "kcap_size.h"
+#include "kcap_state.h"
 
 #include <stdlib.h>
 
 static atomic_int g_log_invalid, g_log_graph, g_log_record, g_log_full, g_log_cap,
     g_log_host_data, g_log_huge;
-
-/* Would this snapshot break KCAP_MAX_BYTES? Reserves the bytes when it fits. */
-int kcap_bytes_fit(size_t n)
-{
-    if (!kcap_cfg()->max_bytes) {
-        atomic_fetch_add(&kcap_g_stats.bytes_accepted, n);
-        return 1;
-    }
-    unsigned long long cur = atomic_load(&kcap_g_stats.bytes_accepted);
-    do {
-        if (cur + n > kcap_cfg()->max_bytes)
-            return 0;
-    } while (!atomic_compare_exchange_weak(&kcap_g_stats.bytes_accepted, &cur, cur + n));
-    return 1;
-}
 
 /* The per-call state, on the heap: the calling thread's stack may be 16 KiB. */
 typedef struct kcap_call_ctx {
@@ -191,11 +182,13 @@ int kcap_capture_one(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
     if (dev) {
         if (!rc) {
             snap->meta.in_stream_capture = 0;
-            kcap_fill_meta(sl, &snap->meta, seq, &cx->dc);
+            kcap_fill_meta(sl, &snap->meta, seq);
+            if (cx->dc.cu)
+                kcap_dev_meta(&cx->dc, &snap->meta);
         }
         kcap_dev_pop(&cx->dc, saved_ctx);
     } else if (!rc) {
-        kcap_fill_meta(sl, &snap->meta, seq, NULL);
+        kcap_fill_meta(sl, &snap->meta, seq);
     }
     atomic_ullong *drop = NULL;
     if (status != KCAP_CALL_OK) {

@@ -7,7 +7,9 @@
  * capture off. The parsers are also used by `kcap record` so the CLI rejects the same
  * values up front. Pure code: no I/O, no globals, unit-tested by tests/capture/test_config.c.
  */
-#include "kcap_cap.h"
+#include "kcap_config.h"
+#include "kcap_error.h" /* common/ */
+#include "kcap_log.h"   /* the KCAP_LOG levels */
 
 #include <ctype.h>
 #include <errno.h>

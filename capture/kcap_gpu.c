@@ -19,7 +19,6 @@
  * exchanged to relaxed, so it never invalidates the host's graph.
  */
 #include "kcap_gpu_int.h"
-#include "kcap_callrec.h" /* kcap_real: the host's errno around the real call */
 
 #include <signal.h>
 #include <stddef.h>

@@ -14,7 +14,6 @@
  * no ring memory) are folded into the stats with one log line per reason.
  */
 #include "kcap_gpu_int.h"
-#include "kcap_callrec.h" /* kcap_bytes_fit */
 
 #include <stddef.h>
 #include <stdio.h>
@@ -294,7 +293,8 @@ static void kcap_drain_one(kring *r, const kbell *b)
     if (!rc) {
         kcap_devctx dc = {0};
         dc.cu = r->cu;
-        kcap_fill_meta(s->sl, &snap->meta, seq, &dc);
+        kcap_fill_meta(s->sl, &snap->meta, seq);
+        kcap_dev_meta(&dc, &snap->meta);
         snap->meta.in_stream_capture = s->graph;
         snap->meta.call_status = s->status;
         size_t nb = kcap_snapshot_bytes(snap);

@@ -7,8 +7,13 @@
 #ifndef KCAP_GPU_INT_H
 #define KCAP_GPU_INT_H
 
-#include "kcap_cap.h"
 #include "kcap_cu.h"
+#include "kcap_gpu.h"
+#include "kcap_log.h"
+#include "kcap_mem.h"
+#include "kcap_meta.h"
+#include "kcap_queue.h"
+#include "kcap_state.h"
 #include "kcap_ring.h"
 #include "kcap_stage_layout.h"
 

@@ -21,7 +21,12 @@
  * tiny assembly trampoline that tail-jumps to the real dlsym for every name but ours,
  * keeping the return address.
  */
-#include "kcap_cap.h"
+#include "kcap_interpose.h"
+#include "kcap_capture.h"
+#include "kcap_log.h"
+#include "kcap_meta.h"
+#include "kcap_slot.h"
+#include "kcap_state.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -32,15 +37,8 @@
 
 #define KCAP_NSLOTS 8
 
-typedef void *(*kcap_dlsym_fn)(void *, const char *);
+kcap_dlsym_fn kcap_real_dlsym;
 
-/* Hidden (version script) but referenced from the trampoline. */
-kcap_dlsym_fn kcap_real_dlsym __attribute__((visibility("hidden")));
-void *kcap_dlsym_init(void) __attribute__((visibility("hidden")));
-void *kcap_dlsym_c(void *handle, const char *name) __attribute__((visibility("hidden")));
-void *kcap_dlsym_route(void *handle, const char *name) __attribute__((visibility("hidden")));
-
-atomic_int kcap_g_slow = 1; /* 1 until the first call has initialised the configuration */
 
 static kcap_slot g_slots[KCAP_NCALLS][KCAP_NSLOTS];
 static kcap_slot g_direct[KCAP_NCALLS]; /* the linker-bound (RTLD_NEXT) definitions */
@@ -85,7 +83,12 @@ KCAP_NO_SAN void *kcap_dlsym_init(void)
 }
 
 /* Resolve the real dlsym before any host code can call ours. */
-__attribute__((constructor(101))) static void kcap_interpose_ctor(void) { kcap_dlsym_init(); }
+static void kcap_interpose_atfork_child(void);
+__attribute__((constructor(101))) static void kcap_interpose_ctor(void)
+{
+    kcap_dlsym_init();
+    pthread_atfork(NULL, NULL, kcap_interpose_atfork_child);
+}
 
 /* The index of a hooked symbol, or -1. */
 KCAP_NO_SAN static int kcap_hook_index(const char *name)
@@ -239,7 +242,8 @@ static kcap_call_fn kcap_wrapper_for(int call, kcap_call_fn real)
     return w;
 }
 
-void kcap_interpose_atfork_child(void) { pthread_mutex_init(&g_slot_lock, NULL); }
+/* A forked child: the slot lock may have been held by another thread of the parent. */
+static void kcap_interpose_atfork_child(void) { pthread_mutex_init(&g_slot_lock, NULL); }
 
 static kcap_call_fn kcap_direct_resolve(int call)
 {
@@ -303,15 +307,10 @@ KCAP_NO_SAN static int kcap_is_direct(const void *p)
  * the runtime's cudaStreamBeginCapture / cudaStreamEndCapture (torch and SGLang reach them
  * through libcudart's dynamic symbols) and take the slow path only while a capture is open.
  */
-void kcap_graph_capture_begin(void);
-void kcap_graph_capture_end(void);
-
 typedef int (*kcap_begin_fn)(void *, int);
 typedef int (*kcap_end_fn)(void *, void **);
 static kcap_begin_fn g_real_begin;
 static kcap_end_fn g_real_end;
-int cudaStreamBeginCapture(void *stream, int mode);
-int cudaStreamEndCapture(void *stream, void **graph);
 
 /* The runtime behind us: RTLD_NEXT when the host's libcudart is in the global scope (cached);
  * otherwise (a library that links libcudart was dlopen'ed RTLD_LOCAL, so its calls bind to our

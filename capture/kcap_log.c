@@ -23,7 +23,7 @@
  * capture path runs on host threads that may have tiny stacks; the mutex is never held
  * across a write that can block.
  */
-#include "kcap_cap.h"
+#include "kcap_log.h"
 
 #include <errno.h>
 #include <fcntl.h>

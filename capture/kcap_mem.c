@@ -16,7 +16,8 @@
  * synchronous path of issue 4 (the calling thread waits for its stream); kcap_gpu.c is the
  * zero-stall one. The host's current context is saved and restored around our work.
  */
-#include "kcap_cap.h"
+#include "kcap_mem.h"
+#include "kcap_log.h"
 #include "kcap_cu.h"
 
 #include <dlfcn.h>

@@ -17,7 +17,9 @@
  * current call (its function looked up when the call was bound, by kcap_interpose.c), so
  * libkcap defines no kernel symbol it does not forward.
  */
-#include "kcap_cap.h"
+#include "kcap_meta.h"
+#include "kcap_log.h"
+#include "kcap_state.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -164,7 +166,7 @@ void kcap_call_library(kcap_call_fn real)
 /* A library without the function needs no workspace. */
 size_t kcap_lib_workspace_size(const void *a) { return t_ws ? t_ws(a) : 0; }
 
-void kcap_fill_meta(kcap_slot *sl, kcap_meta *m, uint64_t seq, kcap_devctx *dc)
+void kcap_fill_meta(kcap_slot *sl, kcap_meta *m, uint64_t seq)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -203,10 +205,7 @@ void kcap_fill_meta(kcap_slot *sl, kcap_meta *m, uint64_t seq, kcap_devctx *dc)
     snprintf(m->lib_path, sizeof m->lib_path, "%s", sl->lib_path);
     snprintf(m->lib_hash, sizeof m->lib_hash, "%s", sl->lib_hash);
     pthread_mutex_unlock(&g_lib_lock);
-    if (dc && dc->cu)
-        kcap_dev_meta(dc, m);
-    else
-        snprintf(m->device_name, sizeof m->device_name, "cpu");
+    snprintf(m->device_name, sizeof m->device_name, "cpu");
 }
 
 /* held by another thread at fork (hashing a library file): never released in the child */

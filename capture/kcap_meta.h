@@ -1,9 +1,22 @@
 /*
  * kcap_meta.h — kcap_meta.c: snapshot metadata helpers, the library behind a call (its own
- * workspace rule), and running one-off work on a thread of ours. Included by kcap_cap.h.
+ * workspace rule), and running one-off work on a thread of ours. Bottom layer (it calls
+ * log and state only; the device identity of a snapshot is kcap_mem.h's kcap_dev_meta).
  */
 #ifndef KCAP_META_H
 #define KCAP_META_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kcap_slot.h"
+#include "kcap_snapshot.h" /* formats/: kcap_meta */
+
+/* Where a snapshot came from: time, host, pid, rank, sequence, kcap version, the call and
+ * its library (path, hash); device_name "cpu" (callers on the device path then fill the
+ * device identity with kcap_dev_meta). */
+void kcap_fill_meta(kcap_slot *sl, kcap_meta *m, uint64_t seq);
+int kcap_rank(void);
 
 void kcap_rank_init(void);                 /* read once at init; a garbage value is logged */
 void kcap_call_library(kcap_call_fn real); /* this thread's call goes to `real`'s library */

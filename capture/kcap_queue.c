@@ -28,7 +28,9 @@
  * never touches libhdf5 — its snapshots are dropped and counted, never written with a
  * broken library.
  */
-#include "kcap_cap.h"
+#include "kcap_queue.h"
+#include "kcap_log.h"
+#include "kcap_state.h"
 #include "kcap_names.h"
 #include "kcap_size.h"
 
@@ -89,7 +91,9 @@ void __wrap_kcap_h5_unlock(void)
     pthread_mutex_unlock(&g_h5_gate);
 }
 
-void kcap_capture_registered_atexit(void);
+static void (*q_on_ready)(void); /* kcap_queue_on_writer_ready */
+
+void kcap_queue_on_writer_ready(void (*fn)(void)) { q_on_ready = fn; }
 
 static void kcap_node_free(kcap_qnode *n)
 {
@@ -213,7 +217,8 @@ static void *kcap_writer_main(void *arg)
     kcap_h5zstd_register();
     pthread_mutex_unlock(&g_h5_gate);
     /* libhdf5 is initialised now: an atexit registered after it runs before its teardown */
-    kcap_capture_registered_atexit();
+    if (q_on_ready)
+        q_on_ready();
     pthread_mutex_lock(&q_lock);
     for (;;) {
         while (!q_head && !w_stop)

@@ -1,0 +1,53 @@
+/*
+ * kcap_config.h — kcap_config.c: everything the environment sets (KCAP_*), parsed once into
+ * a kcap_config, and the number/range/bool parsers `kcap record` shares with it. Bottom
+ * layer of libkcap: no state, no I/O, unit-tested alone (tests/capture/test_capture_config.c).
+ */
+#ifndef KCAP_CONFIG_H
+#define KCAP_CONFIG_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define KCAP_MAX_RANGES 64
+
+typedef struct kcap_range {
+    uint64_t lo, hi; /* inclusive */
+} kcap_range;
+
+/* Everything the environment can set (capture/README.md lists each variable). */
+typedef struct kcap_config {
+    char dir[PATH_MAX];      /* KCAP_DIR (required) */
+    int nranges;             /* KCAP_CALLS; 0 = every call */
+    kcap_range ranges[KCAP_MAX_RANGES];
+    uint64_t every;          /* KCAP_EVERY; 1 = every call */
+    uint64_t max;            /* KCAP_MAX snapshots; 0 = unlimited */
+    uint64_t max_bytes;      /* KCAP_MAX_BYTES (dense bytes accepted); 0 = unlimited */
+    uint64_t queue_bytes;    /* KCAP_QUEUE_BYTES: bound of all host memory capture allocates */
+    int dormant;             /* KCAP_DORMANT=1 */
+    int log;                 /* KCAP_LOG quiet|warn|info */
+    int flush_ms;            /* KCAP_FLUSH_TIMEOUT seconds at exit, as ms */
+    int fork_follow;         /* KCAP_FORK=follow (child captures into its own files) | dormant */
+    int level;               /* KCAP_ZSTD_LEVEL */
+    int threads;             /* KCAP_THREADS compression threads; 0 = min(4, CPUs) */
+    uint64_t ring_bytes;     /* KCAP_RING_BYTES: bound of the device staging ring */
+    int gpu_async;           /* KCAP_GPU_MODE=async (issue 8, default) | sync */
+    char run_id[20];         /* KCAP_RUN_ID; "" = 8 random hex digits drawn at start */
+} kcap_config;
+
+/* Parse the KCAP_* variables through `get` (getenv-like). Returns 0, or KCAP_ERR_CONFIG with
+ * one sentence naming the variable and the problem in why[]. Defaults are filled first. */
+typedef const char *(*kcap_getenv_fn)(const char *name, void *ud);
+int kcap_config_parse(kcap_config *c, kcap_getenv_fn get, void *ud, char *why, size_t whylen);
+void kcap_config_defaults(kcap_config *c);
+/* Number parsers shared with `kcap record`: plain / with K,M,G(,T) binary suffixes / ranges. */
+int kcap_parse_u64(const char *s, uint64_t *out);
+int kcap_parse_bytes(const char *s, uint64_t *out);
+int kcap_parse_ranges(const char *s, kcap_range *r, int max, int *n);
+/* 1/yes/true/on -> 1, 0/no/false/off -> 0 (case-insensitive); -1 otherwise. */
+int kcap_parse_bool(const char *v, int *out);
+/* 1 if seq is selected by ranges/every. */
+int kcap_config_selects(const kcap_config *c, uint64_t seq);
+
+#endif

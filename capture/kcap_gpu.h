@@ -1,0 +1,21 @@
+/*
+ * kcap_gpu.h — kcap_gpu.c + kcap_gpu_drain.c: zero-stall capture on the GPU, eager and in
+ * CUDA graphs (staging kernels on the call's stream into a device ring, a drainer thread
+ * reading regions back). Mechanism layer: it calls state, meta, mem, queue and formats.
+ */
+#ifndef KCAP_GPU_H
+#define KCAP_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kcap_slot.h"
+
+/* 0: capture staged (async), 1: not handled (caller uses the synchronous path),
+ * <0 handled and dropped/failed (counted), 2: graph nodes installed. */
+int kcap_gpu_capture(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *stream,
+                     uint64_t seq, int in_capture, int *status_out);
+void kcap_gpu_shutdown(int timeout_ms);
+void kcap_gpu_atfork_child(void);
+
+#endif

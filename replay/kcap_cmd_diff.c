@@ -115,7 +115,7 @@ static void usage(FILE *f)
             "kcap replay (B is the reference side), and lists scalar and metadata differences.\n"
             "A and B may be two folders: files are paired by relative path, the rest by\n"
             "(call, rank, seq) when that is unique on both sides; one row per pair.\n"
-            "--json / --junit FILE write JSON (docs/JSON.md) / JUnit XML; - = stdout.\n"
+            "--json (-j) / --junit FILE write JSON (docs/JSON.md) / JUnit XML; - = stdout.\n"
             "--atol/--rtol apply to bf16/fp16 tensors (default %g, %g), --lse-* to fp32\n"
             "tensors (default %g, %g); integer tensors must match exactly.\n"
             "-q prints only the last line (agree / differ, or the folder counts) and errors;\n"

@@ -166,9 +166,7 @@ $K record -q -o "$work/rec" -- sh -c 'echo "$KCAP_LOG"' | grep -qx quiet || bad 
 $K record -q --log=warn -o "$work/rec" -- sh -c 'echo "$KCAP_LOG"' | grep -qx warn || bad "record: --log wins over -q"
 $K record -o "$work/rec" -- sh -c 'echo "$1"' sh --bogus | grep -qx -- --bogus || bad "record: CMD's own options are CMD's"
 $K record -o "$work/rec" sh -c 'exit 3'; [ $? -eq 3 ] || bad "record: CMD without --"
-# "-" is stdout wherever a file is written, and never a file named "-"
-( cd "$work" && "$OLDPWD/$K" export "$OLDPWD/$G" --to npz -o - -q > "$work/x.npz" ) || bad "export -o -"
-[ -e "$work/-" ] && bad "export -o - created a file named -"
-"$PY" -c 'import numpy as np,sys; np.load(sys.argv[1])["outputs/lse"]' "$work/x.npz" || bad "export -o -: not an npz"
+# ("-" as a written file: replay/diff --json/--junit and export -o are in tests/python, which
+#  a sanitizer build does not run: Python cannot load its instrumented libkcapfmt.so)
 [ $fail -eq 0 ] && echo "cli ok"
 exit $fail

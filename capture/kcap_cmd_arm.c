@@ -70,15 +70,22 @@ static int usage(FILE *f)
                "  arms a dormant libkcap.so in process PID to capture its next N calls\n"
                "  (default 1); --off disarms; --status only prints its capture counters.\n"
                "  Waits up to SEC seconds (default 5) for the process's answer; exit 0 only\n"
-               "  when it confirmed. DIR defaults to the process's KCAP_DIR.\n");
+               "  when it confirmed. DIR defaults to the process's KCAP_DIR.\n"
+               "  -n, --count N      calls to capture (default 1)\n"
+               "  --wait SEC         the same as --timeout SEC\n"
+               "  -q, --quiet        print nothing when the process confirmed (errors only)\n"
+               "  -v, --verbose      also say where the request went and what is awaited\n"
+               "  -h, --help         this text\n");
     return f == stdout ? 0 : 2;
 }
 
-/* Print the target's answer; 0 for "ok". */
-static int show_reply(long pid, const char *txt)
+/* Print the target's answer (an "ok" one not at all when quiet); 0 for "ok". */
+static int show_reply(long pid, const char *txt, int quiet)
 {
     const char *nl = strchr(txt, '\n');
     int ok = !strncmp(txt, "ok ", 3);
+    if (ok && quiet)
+        return 0;
     const char *msg = ok ? txt + 3 : !strncmp(txt, "error ", 6) ? txt + 6 : txt;
     int line = nl ? (int)(nl - msg) : (int)strlen(msg);
     fprintf(ok ? stdout : stderr, "kcap arm: process %ld: %.*s\n", pid, line, msg);
@@ -89,47 +96,51 @@ static int show_reply(long pid, const char *txt)
 
 int kcap_cmd_arm(int argc, char **argv)
 {
+    static const struct option lo[] = {
+        {"count", required_argument, 0, 'n'}, {"off", no_argument, 0, 'O'},
+        {"status", no_argument, 0, 'S'},      {"dir", required_argument, 0, 'D'},
+        {"wait", required_argument, 0, 'W'},  {"timeout", required_argument, 0, 'W'},
+        KCAP_CLI_COMMON_OPTS};
     long pid = 0;
-    uint64_t count = 1, wait_s = 5;
-    int off = 0, status = 0;
+    uint64_t count = 1, wait_s = 5, u;
+    int off = 0, status = 0, verbosity = KCAP_NORMAL, ch;
     const char *dir = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        uint64_t u;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            return usage(stdout);
-        } else if (!strcmp(a, "--off")) {
-            off = 1;
-        } else if (!strcmp(a, "--status")) {
-            status = 1;
-        } else if (!strcmp(a, "--count") || !strcmp(a, "-n") || !strcmp(a, "--dir") ||
-                   !strcmp(a, "--wait") || !strcmp(a, "--timeout")) {
-            if (!v) {
-                fprintf(stderr, "kcap arm: option %s needs a value\n", a);
+    optind = 0;
+    while ((ch = kcap_cli_getopt("arm", argc, argv, "n:" KCAP_CLI_COMMON_SHORT, lo)) != -1) {
+        switch (ch) {
+        case 'h': return usage(stdout);
+        case 'O': off = 1; break;
+        case 'S': status = 1; break;
+        case 'D': dir = optarg; break;
+        case 'n':
+            if (kcap_parse_u64(optarg, &count) || !count) {
+                kcap_cli_usage_error("arm", "--count '%s' is not a positive integer", optarg);
                 return 2;
             }
-            i++;
-            if (!strcmp(a, "--dir")) {
-                dir = v;
-            } else if (!strcmp(a, "--count") || !strcmp(a, "-n")) {
-                if (kcap_parse_u64(v, &count) || !count) {
-                    fprintf(stderr, "kcap arm: --count '%s' is not a positive integer\n", v);
-                    return 2;
-                }
-            } else if (kcap_parse_u64(v, &wait_s) || wait_s > 3600) {
-                fprintf(stderr, "kcap arm: %s '%s' is not a number of seconds (0..3600)\n", a, v);
+            break;
+        case 'W':
+            if (kcap_parse_u64(optarg, &wait_s) || wait_s > 3600) {
+                kcap_cli_usage_error("arm", "--timeout/--wait '%s' is not a number of seconds "
+                                     "(0..3600)", optarg);
                 return 2;
             }
-        } else if (a[0] != '-' && !pid) {
-            if (kcap_parse_u64(a, &u) || !u || u > 0x7fffffff) {
-                fprintf(stderr, "kcap arm: '%s' is not a process id\n", a);
-                return 2;
-            }
-            pid = (long)u;
-        } else {
-            fprintf(stderr, "kcap arm: unknown option %s\n", a);
+            break;
+        case 'q':
+        case 'v': kcap_cli_verbosity(ch, &verbosity); break;
+        default: return 2; /* kcap_cli_getopt said what */
+        }
+    }
+    if (argc - optind > 1) {
+        kcap_cli_usage_error("arm", "one PID only (got '%s' after '%s')", argv[optind + 1],
+                             argv[optind]);
+        return 2;
+    }
+    if (argc - optind == 1) {
+        if (kcap_parse_u64(argv[optind], &u) || !u || u > 0x7fffffff) {
+            fprintf(stderr, "kcap arm: '%s' is not a process id\n", argv[optind]);
             return 2;
         }
+        pid = (long)u;
     }
     if (!pid)
         return usage(stderr);
@@ -214,6 +225,9 @@ int kcap_cmd_arm(int argc, char **argv)
         unlink(tmp);
         return 1;
     }
+    if (verbosity == KCAP_VERBOSE)
+        printf("kcap arm: request %s written; waiting up to %llu s for %s\n", fin,
+               (unsigned long long)wait_s, ack);
     for (uint64_t ms = 0; ms <= wait_s * 1000; ms += 20) {
         int afd = open(ack, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
         if (afd >= 0) {
@@ -229,7 +243,7 @@ int kcap_cmd_arm(int argc, char **argv)
                 return 1;
             }
             txt[got] = '\0';
-            return show_reply(pid, txt);
+            return show_reply(pid, txt, verbosity == KCAP_QUIET);
         }
         struct timespec ts = {0, 20 * 1000000L};
         nanosleep(&ts, NULL);

@@ -31,6 +31,11 @@ static void record_usage(FILE *f)
             "  --queue-bytes B all host memory capture may use: queued snapshots, copies being\n"
             "                  made, writer buffers (default 1G)\n"
             "  --lib PATH      libkcap.so to preload (default: next to this kcap)\n"
+            "  -q, --quiet     capture logs nothing (KCAP_LOG=quiet) unless --log says otherwise\n"
+            "  -v, --verbose   capture logs each snapshot (KCAP_LOG=info) unless --log says\n"
+            "                  otherwise, and the KCAP_* settings are printed before CMD starts\n"
+            "  -h, --help      this text\n"
+            "Options end at \"--\" or at the first word that is not an option (CMD).\n"
             "CMD runs with LD_PRELOAD=libkcap.so; kcap exits with CMD's status.\n");
 }
 
@@ -52,91 +57,102 @@ static int find_asan_runtime(struct dl_phdr_info *info, size_t size, void *out)
     return 0;
 }
 
+/* One option's value, checked with libkcap's own parsers and put into its KCAP_* variable;
+ * 0, or 2 after a message. */
+static int record_setting(int ch, const char *v)
+{
+    uint64_t u;
+    kcap_range r[KCAP_MAX_RANGES];
+    int nr;
+    switch (ch) {
+    case 'c':
+        if (kcap_parse_ranges(v, r, KCAP_MAX_RANGES, &nr)) {
+            kcap_cli_usage_error("record", "--calls '%s' is not a list such as 0-9,100", v);
+            return 2;
+        }
+        setenv("KCAP_CALLS", v, 1);
+        return 0;
+    case 'e':
+        if (kcap_parse_u64(v, &u) || !u) {
+            kcap_cli_usage_error("record", "--every '%s' is not a positive integer", v);
+            return 2;
+        }
+        setenv("KCAP_EVERY", v, 1);
+        return 0;
+    case 'm':
+        if (kcap_parse_u64(v, &u)) {
+            kcap_cli_usage_error("record", "--max '%s' is not a non-negative integer", v);
+            return 2;
+        }
+        setenv("KCAP_MAX", v, 1);
+        return 0;
+    case 'B':
+    case 'Q': {
+        const char *opt = ch == 'B' ? "--max-bytes" : "--queue-bytes";
+        if (kcap_parse_bytes(v, &u)) {
+            kcap_cli_usage_error("record", "%s '%s' is not a byte count such as 500M", opt, v);
+            return 2;
+        }
+        if (!u && ch == 'Q') {
+            fprintf(stderr, "kcap record: --queue-bytes 0 leaves no memory for any snapshot "
+                            "(it bounds all of capture's host memory); give a size such as 512M\n");
+            return 2;
+        }
+        setenv(ch == 'B' ? "KCAP_MAX_BYTES" : "KCAP_QUEUE_BYTES", v, 1);
+        return 0;
+    }
+    default: /* 'L', --log */
+        if (strcmp(v, "quiet") && strcmp(v, "warn") && strcmp(v, "info")) {
+            kcap_cli_usage_error("record", "--log '%s' is not quiet, warn or info", v);
+            return 2;
+        }
+        setenv("KCAP_LOG", v, 1);
+        return 0;
+    }
+}
+
 int kcap_cmd_record(int argc, char **argv)
 {
+    static const struct option lo[] = {
+        {"output", required_argument, 0, 'o'},     {"calls", required_argument, 0, 'c'},
+        {"every", required_argument, 0, 'e'},      {"max", required_argument, 0, 'm'},
+        {"max-bytes", required_argument, 0, 'B'},  {"queue-bytes", required_argument, 0, 'Q'},
+        {"log", required_argument, 0, 'L'},        {"lib", required_argument, 0, 'l'},
+        {"dormant", no_argument, 0, 'd'},          KCAP_CLI_COMMON_OPTS};
     const char *dir = NULL, *lib = NULL;
-    int i = 1;
-    for (; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        uint64_t u;
-        kcap_range r[KCAP_MAX_RANGES];
-        int nr;
-        if (!strcmp(a, "--")) {
-            i++;
+    int verbosity = KCAP_NORMAL, log_given = 0, ch;
+    optind = 0;
+    /* "+": options stop at CMD, whose own options are its business */
+    while ((ch = kcap_cli_getopt("record", argc, argv, "+o:" KCAP_CLI_COMMON_SHORT, lo)) != -1) {
+        switch (ch) {
+        case 'o': dir = optarg; break;
+        case 'l': lib = optarg; break;
+        case 'd': setenv("KCAP_DORMANT", "1", 1); break;
+        case 'h': record_usage(stdout); return 0;
+        case 'q':
+        case 'v': kcap_cli_verbosity(ch, &verbosity); break;
+        case 'c':
+        case 'e':
+        case 'm':
+        case 'B':
+        case 'Q':
+        case 'L':
+            log_given |= ch == 'L';
+            if (record_setting(ch, optarg))
+                return 2;
             break;
-        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            record_usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--dormant")) {
-            setenv("KCAP_DORMANT", "1", 1);
-            continue;
+        default: return 2; /* kcap_cli_getopt said what */
         }
-        if (a[0] != '-')
-            break; /* the command starts here (no "--") */
-        static const char *const valued[] = {"-o", "--output", "--calls", "--every", "--max",
-                                             "--max-bytes", "--queue-bytes", "--log", "--lib"};
-        int known = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++)
-            known |= !strcmp(a, valued[k]);
-        if (!known) {
-            fprintf(stderr, "kcap record: unknown option %s\n", a);
-            record_usage(stderr);
-            return 2;
-        }
-        if (!v) {
-            fprintf(stderr, "kcap record: option %s needs a value\n", a);
-            return 2;
-        }
-        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            dir = v;
-        } else if (!strcmp(a, "--calls")) {
-            if (kcap_parse_ranges(v, r, KCAP_MAX_RANGES, &nr)) {
-                fprintf(stderr, "kcap record: --calls '%s' is not a list such as 0-9,100\n", v);
-                return 2;
-            }
-            setenv("KCAP_CALLS", v, 1);
-        } else if (!strcmp(a, "--every")) {
-            if (kcap_parse_u64(v, &u) || !u) {
-                fprintf(stderr, "kcap record: --every '%s' is not a positive integer\n", v);
-                return 2;
-            }
-            setenv("KCAP_EVERY", v, 1);
-        } else if (!strcmp(a, "--max")) {
-            if (kcap_parse_u64(v, &u)) {
-                fprintf(stderr, "kcap record: --max '%s' is not a non-negative integer\n", v);
-                return 2;
-            }
-            setenv("KCAP_MAX", v, 1);
-        } else if (!strcmp(a, "--max-bytes") || !strcmp(a, "--queue-bytes")) {
-            if (kcap_parse_bytes(v, &u)) {
-                fprintf(stderr, "kcap record: %s '%s' is not a byte count such as 500M\n", a, v);
-                return 2;
-            }
-            if (!u && !strcmp(a, "--queue-bytes")) {
-                fprintf(stderr, "kcap record: --queue-bytes 0 leaves no memory for any snapshot "
-                                "(it bounds all of capture's host memory); give a size such as 512M\n");
-                return 2;
-            }
-            setenv(!strcmp(a, "--max-bytes") ? "KCAP_MAX_BYTES" : "KCAP_QUEUE_BYTES", v, 1);
-        } else if (!strcmp(a, "--log")) {
-            if (strcmp(v, "quiet") && strcmp(v, "warn") && strcmp(v, "info")) {
-                fprintf(stderr, "kcap record: --log '%s' is not quiet, warn or info\n", v);
-                return 2;
-            }
-            setenv("KCAP_LOG", v, 1);
-        } else { /* --lib (the list above is every option that takes a value) */
-            lib = v;
-        }
-        i++;
     }
+    if (!log_given && verbosity != KCAP_NORMAL)
+        setenv("KCAP_LOG", verbosity == KCAP_QUIET ? "quiet" : "info", 1);
     if (!dir) {
-        fprintf(stderr, "kcap record: -o DIR is required\n");
-        record_usage(stderr);
+        kcap_cli_usage_error("record", "-o DIR is required");
         return 2;
     }
+    int i = optind;
     if (i >= argc) {
-        fprintf(stderr, "kcap record: no command given (kcap record -o DIR -- CMD ARGS...)\n");
+        kcap_cli_usage_error("record", "no command given (kcap record -o DIR -- CMD ARGS...)");
         return 2;
     }
     char libpath[4096];
@@ -175,6 +191,13 @@ int kcap_cmd_record(int argc, char **argv)
              old && *old ? old : "");
     setenv("LD_PRELOAD", pre, 1);
     free(pre);
+    if (verbosity == KCAP_VERBOSE) {
+        extern char **environ;
+        for (char **e = environ; *e; e++)
+            if (!strncmp(*e, "KCAP_", 5) || !strncmp(*e, "LD_PRELOAD=", 11))
+                fprintf(stderr, "kcap record: %s\n", *e);
+        fprintf(stderr, "kcap record: exec %s\n", argv[i]);
+    }
     execvp(argv[i], argv + i);
     fprintf(stderr, "kcap record: cannot run %s: %s\n", argv[i], strerror(errno));
     return errno == ENOENT ? 127 : 126;

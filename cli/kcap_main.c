@@ -25,7 +25,7 @@ static const kcap_command commands[] = {
     {"replay", kcap_cmd_replay, "run snapshots through a kernel library and judge the results"},
     {"diff", kcap_cmd_diff, "compare two snapshots (or two folders) tensor by tensor"},
     {"dump", kcap_cmd_dump, "print a snapshot's values and per-tensor statistics"},
-    {"export", kcap_cmd_export, "write a snapshot as numpy .npz (python3 -m kcap)"},
+    {"export", kcap_cmd_export, "write a snapshot as numpy .npz or torch .pt (python3 -m kcap)"},
 };
 
 static void usage(FILE *f)

@@ -88,26 +88,72 @@ int kcap_cli_run_python(const char *const *args, const char *who)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+static void export_usage(FILE *f)
+{
+    fprintf(f, "usage: kcap export FILE --to npz|pt [-o OUT] [--raw] [-q|-v]\n\n"
+               "Writes a snapshot in a format numpy or torch reads natively:\n"
+               "  npz: inputs/NAME, outputs/NAME, scalars/NAME, meta (JSON); bf16 becomes\n"
+               "       float32 unless --raw keeps the uint16 bits (np.load);\n"
+               "  pt:  torch.save of {inputs, outputs, scalars, meta, dtypes}, bf16 as\n"
+               "       torch.bfloat16 (torch.load; needs torch in the interpreter).\n"
+               "  -t, --to FMT       npz or pt (required)\n"
+               "  -o, --output OUT   the file to write (default FILE with the new suffix;\n"
+               "                     - = stdout)\n"
+               "  --raw              npz: keep bf16 as uint16 bits\n"
+               "  -q: no 'wrote' line; -v: also every tensor written (name, dtype, shape).\n"
+               KCAP_CLI_COMMON_HELP
+               "Runs `python3 -m kcap export` (the kcap Python package; $KCAP_PYTHON picks\n"
+               "the interpreter). Exit status: 0 ok, 1 failure, 2 usage error.\n");
+}
+
 int kcap_cmd_export(int argc, char **argv)
 {
-    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-        FILE *f = argc < 2 ? stderr : stdout;
-        fprintf(f, "usage: kcap export FILE --to npz [-o OUT] [--raw]\n\n"
-                   "Writes a snapshot as a numpy .npz (inputs/NAME, outputs/NAME, scalars/NAME,\n"
-                   "meta as JSON); bf16 becomes float32 unless --raw keeps the uint16 bits.\n"
-                   "Runs `python3 -m kcap export` (the kcap Python package; $KCAP_PYTHON picks\n"
-                   "the interpreter). Exit status: 0 ok, 1 failure, 2 usage error.\n");
-        return argc < 2 ? 2 : 0;
+    static const struct option lo[] = {{"to", required_argument, 0, 't'},
+                                       {"output", required_argument, 0, 'o'},
+                                       {"raw", no_argument, 0, 'r'}, KCAP_CLI_COMMON_OPTS};
+    const char *to = NULL, *out = NULL;
+    int raw = 0, verbosity = KCAP_NORMAL, ch;
+    optind = 0;
+    while ((ch = kcap_cli_getopt("export", argc, argv, "t:o:" KCAP_CLI_COMMON_SHORT, lo)) != -1) {
+        switch (ch) {
+        case 't': to = optarg; break;
+        case 'o': out = optarg; break;
+        case 'r': raw = 1; break;
+        case 'h': export_usage(stdout); return 0;
+        case 'q':
+        case 'v': kcap_cli_verbosity(ch, &verbosity); break;
+        default: return 2; /* kcap_cli_getopt said what */
+        }
     }
-    const char **args = calloc((size_t)argc + 1, sizeof *args);
-    if (!args) {
-        fprintf(stderr, "kcap export: out of memory\n");
-        return 1;
+    if (argc - optind != 1) {
+        if (argc - optind > 1)
+            kcap_cli_usage_error("export", "one FILE only (got '%s' after '%s')",
+                                 argv[optind + 1], argv[optind]);
+        else
+            export_usage(stderr);
+        return 2;
     }
-    args[0] = "export";
-    for (int i = 1; i < argc; i++)
-        args[i] = argv[i];
+    if (!to || (strcmp(to, "npz") && strcmp(to, "pt"))) {
+        kcap_cli_usage_error("export", to ? "--to: '%s' is not npz or pt" : "--to npz|pt is "
+                             "required%s", to ? to : "");
+        return 2;
+    }
+    /* the options as the Python side spells them: one parser decides what is valid */
+    const char *args[10];
+    int n = 0;
+    args[n++] = "export";
+    args[n++] = argv[optind];
+    args[n++] = "--to";
+    args[n++] = to;
+    if (out) {
+        args[n++] = "-o";
+        args[n++] = out;
+    }
+    if (raw)
+        args[n++] = "--raw";
+    if (verbosity != KCAP_NORMAL)
+        args[n++] = verbosity == KCAP_QUIET ? "--quiet" : "--verbose";
+    args[n] = NULL;
     int rc = kcap_cli_run_python(args, "kcap export");
-    free(args);
     return rc < 0 ? 1 : rc;
 }

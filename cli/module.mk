@@ -3,7 +3,8 @@
 KCAP_BIN := $(BIN)/kcap
 ALL_TARGETS += $(KCAP_BIN)
 
-$(KCAP_BIN): $(OBJ)/cli/kcap_main.o $(OBJ)/cli/kcap_python.o $(KCAP_CLI_OBJS) $(FORMATS_LIB) $(COMMON_OBJS)
+$(KCAP_BIN): $(OBJ)/cli/kcap_main.o $(OBJ)/cli/kcap_python.o $(OBJ)/cli/kcap_cli_opts.o \
+		$(KCAP_CLI_OBJS) $(FORMATS_LIB) $(COMMON_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(HDF5_LIBS) -lzstd -ldl -lm
 
@@ -13,3 +14,14 @@ $(KCAP_H5PLUGINDIR): $(OBJ)/cli/kcap_h5plugindir.o
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(HDF5_LIBS)
 ALL_TARGETS += $(KCAP_H5PLUGINDIR)
+
+# The manual page is generated from the help text the commands print (cli/kcap_man.sh), so it
+# is rebuilt with the binary; the committed cli/kcap.1 is what `make install` copies and what
+# tests/e2e/test_man.sh checks. Not from a sanitizer build (its runtime may add output).
+KCAP_MAN := cli/kcap.1
+ifeq ($(SAN),)
+$(KCAP_MAN): $(KCAP_BIN) cli/kcap_man.sh
+	bash cli/kcap_man.sh $(KCAP_BIN) > $@.tmp && mv $@.tmp $@
+ALL_TARGETS += $(KCAP_MAN)
+endif
+TESTS += tests/e2e/test_man.sh

@@ -13,7 +13,7 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: kcap check PATH...\n\n"
+    fprintf(f, "usage: kcap check [-q|-v] PATH...\n\n"
                "Fully validates snapshot files: seal, HDF5 structure, format version, shapes\n"
                "and dtypes against the call description, per-tensor checksums. Directories\n"
                "are searched recursively for *.h5 (hidden names skipped). Each file is\n"
@@ -21,38 +21,48 @@ static void usage(FILE *f)
                "alone. Prints 'OK   FILE' or 'BAD  FILE: reason' per file, and\n"
                "'TMP  FILE: ...' for each unfinished writer temp file (.kcap-tmp.<pid>.*),\n"
                "saying whether its writer is still running.\n"
+               "  -q: only the BAD and TMP lines and a last line counting the files;\n"
+               "  -v: each OK line also gives the call and shapes (bs, q_len, heads, KV rows).\n"
+               KCAP_CLI_COMMON_HELP
                "Exit status: 0 all good, 1 a file is bad or unreadable, 2 usage error,\n"
                "3 no snapshot file found under the paths.\n");
 }
 
+/* -v: "  (vattn_verify bs=2 q_len=3 H=4 kv_rows=48)" after an OK line. */
+static void print_detail(const char *path)
+{
+    kcap_snapshot *s = NULL;
+    kcap_error err = {0};
+    char sum[160], shown[sizeof sum * 4], call[KCAP_NAME_MAX * 4];
+    if (kcap_snapshot_read_header(path, &s, NULL, &err))
+        return;
+    kcap_fmt_summary(sum, sizeof sum, s);
+    printf("       %s %s\n", kcap_printable(call, sizeof call, s->meta.call),
+           kcap_printable(shown, sizeof shown, sum));
+    kcap_snapshot_free(s);
+}
+
 int kcap_cmd_check(int argc, char **argv)
 {
-    int npaths = 0;
-    char **paths = calloc((size_t)argc + 1, sizeof *paths);
-    if (!paths)
-        return 1;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+    static const struct option lo[] = {KCAP_CLI_COMMON_OPTS};
+    int verbosity = KCAP_NORMAL, ch;
+    optind = 0;
+    while ((ch = kcap_cli_getopt("check", argc, argv, KCAP_CLI_COMMON_SHORT, lo)) != -1) {
+        if (ch == 'h') {
             usage(stdout);
-            free(paths);
             return 0;
         }
-        if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "kcap check: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            free(paths);
+        if (!kcap_cli_verbosity(ch, &verbosity))
             return 2;
-        }
-        paths[npaths++] = argv[i];
     }
+    char **paths = argv + optind;
+    int npaths = argc - optind;
     if (!npaths) {
         usage(stderr);
-        free(paths);
         return 2;
     }
     kcap_filelist l;
     int bad = kcap_cmd_collect(paths, npaths, 1, &l, stdout, "BAD  ", "TMP  ");
-    free(paths);
     if (bad < 0)
         return 1;
     char shown[4200], why[sizeof shown];
@@ -60,7 +70,10 @@ int kcap_cmd_check(int argc, char **argv)
         kcap_error err = {0};
         kcap_printable(shown, sizeof shown, l.paths[i]);
         if (kcap_snapshot_check(l.paths[i], &err) == KCAP_OK) {
-            printf("OK   %s\n", shown);
+            if (verbosity != KCAP_QUIET)
+                printf("OK   %s\n", shown);
+            if (verbosity == KCAP_VERBOSE)
+                print_detail(l.paths[i]);
         } else {
             /* messages start with the path already: print it once */
             size_t pl = strlen(l.paths[i]);
@@ -73,6 +86,8 @@ int kcap_cmd_check(int argc, char **argv)
         fflush(stdout);
     }
     int rc = bad ? 1 : 0;
+    if (verbosity == KCAP_QUIET && l.n)
+        printf("%d of %d snapshot files bad\n", bad - l.nerr, l.n);
     if (l.n == 0) {
         fprintf(stderr, "kcap check: no snapshot files (*.h5) found under the given paths\n");
         rc = bad ? 1 : KCAP_EXIT_NO_FILES;

@@ -14,12 +14,16 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: kcap info FILE [--json] [--desc]\n\n"
+    fprintf(f, "usage: kcap info [options] FILE\n\n"
                "Shows a snapshot's metadata (call, time, host, rank, device, library, seq),\n"
                "scalar arguments and tensors with dtype, shape, strides, raw and stored bytes\n"
                "and compression ratio. The file's seal and structure are verified first.\n"
-               "  --json   machine-readable output\n"
-               "  --desc   also print the call description (how arguments are stored)\n");
+               "  -j, --json         machine-readable output (docs/JSON.md rules)\n"
+               "  -d, --desc         also print the call description (how arguments are stored)\n"
+               "  -q: nothing but errors (the exit status says whether FILE reads);\n"
+               "  -v: the same as --desc.\n"
+               KCAP_CLI_COMMON_HELP
+               "Exit status: 0 ok, 1 unreadable or invalid file, 2 usage error.\n");
 }
 
 /* Strings from the file, escaped for a terminal (a small ring: several per printf). */
@@ -162,28 +166,32 @@ static void print_text(const char *path, const kcap_snapshot *s, const size_t *s
 
 int kcap_cmd_info(int argc, char **argv)
 {
-    const char *path = NULL;
-    int json = 0, desc = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+    static const struct option lo[] = {{"json", no_argument, 0, 'j'},
+                                       {"desc", no_argument, 0, 'd'}, KCAP_CLI_COMMON_OPTS};
+    int json = 0, desc = 0, verbosity = KCAP_NORMAL, ch;
+    optind = 0;
+    while ((ch = kcap_cli_getopt("info", argc, argv, "jd" KCAP_CLI_COMMON_SHORT, lo)) != -1) {
+        if (ch == 'j')
+            json = 1;
+        else if (ch == 'd')
+            desc = 1;
+        else if (ch == 'h') {
             usage(stdout);
             return 0;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if (!strcmp(argv[i], "--desc")) {
-            desc = 1;
-        } else if (argv[i][0] == '-' || path) {
-            fprintf(stderr, "kcap info: unexpected argument '%s'\n", argv[i]);
-            usage(stderr);
+        } else if (!kcap_cli_verbosity(ch, &verbosity))
             return 2;
-        } else {
-            path = argv[i];
-        }
     }
-    if (!path) {
+    if (argc - optind > 1) {
+        kcap_cli_usage_error("info", "one FILE only (got '%s' after '%s')", argv[optind + 1],
+                             argv[optind]);
+        return 2;
+    }
+    if (argc - optind < 1) {
         usage(stderr);
         return 2;
     }
+    const char *path = argv[optind];
+    desc |= verbosity == KCAP_VERBOSE;
     kcap_snapshot *s = NULL;
     size_t *stored = NULL;
     kcap_error err = {0};
@@ -193,7 +201,9 @@ int kcap_cmd_info(int argc, char **argv)
     }
     struct stat st;
     uint64_t fsize = stat(path, &st) ? 0 : (uint64_t)st.st_size;
-    if (json)
+    if (verbosity == KCAP_QUIET)
+        desc = 0;
+    else if (json)
         print_json(path, s, stored, fsize);
     else
         print_text(path, s, stored, fsize);

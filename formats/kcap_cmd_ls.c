@@ -14,13 +14,17 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: kcap ls [-r] DIR...\n\n"
+    fprintf(f, "usage: kcap ls [-r] [-q|-v] DIR...\n\n"
                "Lists the snapshots in DIR, one line each: capture time (UTC), seq, rank,\n"
                "call, shape summary (bs, q_len, heads H, KV rows), file size and name,\n"
                "sorted by time then seq. -r descends into subdirectories. Files that are\n"
                "not valid snapshots are named on stderr and make the exit status 1;\n"
                "unfinished writer temp files (.kcap-tmp.<pid>.*) are named on stderr with\n"
                "whether their writer is still running.\n"
+               "  -r, --recursive    descend into subdirectories\n"
+               "  -q: no table, only problems and a last line with the count and total size;\n"
+               "  -v: under each row the host, pid, device and library hash of the capture.\n"
+               KCAP_CLI_COMMON_HELP
                "Exit status: 0 listed, 1 a file is bad or unreadable, 2 usage error,\n"
                "3 no snapshot file found.\n");
 }
@@ -33,6 +37,7 @@ typedef struct {
     char summary[128];
     uint64_t size;
     const char *path;
+    char detail[400]; /* -v: host, pid, device, library hash */
 } row;
 
 static int cmp_row(const void *a, const void *b)
@@ -48,36 +53,27 @@ static int cmp_row(const void *a, const void *b)
 
 int kcap_cmd_ls(int argc, char **argv)
 {
-    int recurse = 0, ndirs = 0, bad = 0;
-    char **dirs = calloc((size_t)argc + 1, sizeof *dirs);
-    if (!dirs)
-        return 1;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            free(dirs);
-            return 0;
-        }
-        if (!strcmp(argv[i], "-r")) {
+    static const struct option lo[] = {{"recursive", no_argument, 0, 'r'},
+                                       KCAP_CLI_COMMON_OPTS};
+    int recurse = 0, bad = 0, verbosity = KCAP_NORMAL, ch;
+    optind = 0;
+    while ((ch = kcap_cli_getopt("ls", argc, argv, "r" KCAP_CLI_COMMON_SHORT, lo)) != -1) {
+        if (ch == 'r')
             recurse = 1;
-            continue;
-        }
-        if (argv[i][0] == '-') {
-            fprintf(stderr, "kcap ls: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            free(dirs);
+        else if (ch == 'h') {
+            usage(stdout);
+            return 0;
+        } else if (!kcap_cli_verbosity(ch, &verbosity))
             return 2;
-        }
-        dirs[ndirs++] = argv[i];
     }
+    char **dirs = argv + optind;
+    int ndirs = argc - optind;
     if (!ndirs) {
         usage(stderr);
-        free(dirs);
         return 2;
     }
     kcap_filelist l;
     bad = kcap_cmd_collect(dirs, ndirs, recurse, &l, stderr, "kcap ls: ", "kcap ls: TMP ");
-    free(dirs);
     if (bad < 0)
         return 1;
     row *rows = calloc(l.n ? (size_t)l.n : 1, sizeof *rows);
@@ -102,9 +98,25 @@ int kcap_cmd_ls(int argc, char **argv)
         struct stat st;
         r->size = stat(l.paths[i], &st) ? 0 : (uint64_t)st.st_size;
         r->path = l.paths[i];
+        char host[sizeof s->meta.host * 4], dev[sizeof s->meta.device_name * 4],
+            lh[sizeof s->meta.lib_hash * 4];
+        snprintf(r->detail, sizeof r->detail, "host %.120s  pid %lld  device %.120s  lib %.40s",
+                 kcap_printable(host, sizeof host, s->meta.host), (long long)s->meta.pid,
+                 s->meta.device_name[0] ? kcap_printable(dev, sizeof dev, s->meta.device_name)
+                                        : "-",
+                 kcap_printable(lh, sizeof lh, s->meta.lib_hash));
         kcap_snapshot_free(s);
     }
     qsort(rows, nr, sizeof *rows, cmp_row);
+    uint64_t total = 0;
+    for (size_t i = 0; i < nr; i++)
+        total += rows[i].size;
+    if (nr && verbosity == KCAP_QUIET) {
+        char sz[32];
+        kcap_fmt_bytes(sz, sizeof sz, total);
+        printf("%zu snapshots, %s\n", nr, sz);
+        nr = 0; /* no table */
+    }
     if (nr)
         printf("%-24s %6s %4s  %-22s %-36s %10s  %s\n", "time (UTC)", "seq", "rank", "call",
                "shape", "size", "file");
@@ -114,6 +126,8 @@ int kcap_cmd_ls(int argc, char **argv)
         printf("%-24s %6llu %4d  %-22s %-36s %10s  %s\n", rows[i].time,
                (unsigned long long)rows[i].seq, rows[i].rank, rows[i].call, rows[i].summary, sz,
                kcap_printable(shown, sizeof shown, rows[i].path));
+        if (verbosity == KCAP_VERBOSE)
+            printf("%24s %s\n", "", rows[i].detail);
     }
     int rc = bad ? 1 : 0;
     if (l.n == 0 && !bad) {

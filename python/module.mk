@@ -17,5 +17,6 @@ $(KCAP_FMT_SO): $(OBJ)/formats/kcap_export.o $(FORMATS_LIB) $(OBJ)/common/kcap_e
 
 ALL_TARGETS += $(KCAP_FMT_SO)
 # the package and the CLI features it uses; staged make install/uninstall; the CUDA-less
-# build's stub header against the real one
-TESTS += tests/python/test_python_pkg.sh tests/e2e/test_install.sh tests/e2e/test_nocuda_header.sh
+# build's stub header against the real one; the --report page in headless Chromium
+TESTS += tests/python/test_python_pkg.sh tests/e2e/test_install.sh tests/e2e/test_nocuda_header.sh \
+	tests/e2e/test_report_browser.sh

@@ -109,28 +109,20 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: kcap diff A B [--atol A] [--rtol R] [--lse-atol A] [--lse-rtol R]\n"
-            "                 [--json FILE] [--junit FILE]\n"
+            "                 [--json FILE] [--junit FILE] [-q|-v]\n"
             "\n"
             "Compares two snapshots tensor by tensor (inputs and outputs) with the metrics of\n"
             "kcap replay (B is the reference side), and lists scalar and metadata differences.\n"
             "A and B may be two folders: files are paired by relative path, the rest by\n"
             "(call, rank, seq) when that is unique on both sides; one row per pair.\n"
-            "--json / --junit FILE write JSON (docs/JSON.md) / JUnit XML; - = stdout.\n"
+            "--json (-j) / --junit FILE write JSON (docs/JSON.md) / JUnit XML; - = stdout.\n"
             "--atol/--rtol apply to bf16/fp16 tensors (default %g, %g), --lse-* to fp32\n"
             "tensors (default %g, %g); integer tensors must match exactly.\n"
+            "-q prints only the last line (agree / differ, or the folder counts) and errors;\n"
+            "-v is the default detail (the full table of a pair, one row per folder pair).\n"
+            KCAP_CLI_COMMON_HELP
             "Exit status: 0 no difference beyond tolerance, 1 differences, 2 trouble.\n",
             KCAP_CMP_ATOL_BF16, KCAP_CMP_RTOL_BF16, KCAP_CMP_ATOL_F32, KCAP_CMP_RTOL_F32);
-}
-
-static int num_arg(const char *opt, const char *s, double *v)
-{
-    char *end;
-    *v = strtod(s, &end);
-    if (!*s || *end || !(*v >= 0)) {
-        fprintf(stderr, "kcap diff: %s: '%s' is not a non-negative number\n", opt, s);
-        return -1;
-    }
-    return 0;
 }
 
 /* The pair's fields (no braces, no header): shared by the file and the folder documents. */
@@ -468,6 +460,18 @@ static int is_dir(const char *p)
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* -q: the table goes to memory and only its last line (the verdict) is shown. */
+static void print_last_line(FILE *to, const char *buf, size_t len)
+{
+    while (len && buf[len - 1] == '\n')
+        len--;
+    size_t start = len;
+    while (start && buf[start - 1] != '\n')
+        start--;
+    if (len > start)
+        fprintf(to, "%.*s\n", (int)(len - start), buf + start);
+}
+
 int kcap_cmd_diff(int argc, char **argv)
 {
     static const struct option lo[] = {{"atol", required_argument, 0, 'a'},
@@ -476,48 +480,60 @@ int kcap_cmd_diff(int argc, char **argv)
                                        {"lse-rtol", required_argument, 0, 'R'},
                                        {"json", required_argument, 0, 'j'},
                                        {"junit", required_argument, 0, 'J'},
-                                       {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
+                                       KCAP_CLI_COMMON_OPTS};
     kcap_diff_opts o = {.half = kcap_cmp_default_tol(KCAP_DT_BF16),
                         .f32 = kcap_cmp_default_tol(KCAP_DT_F32)};
+    int verbosity = KCAP_NORMAL, ch;
     optind = 0;
-    opterr = 0;
-    int ch;
-    while ((ch = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+    while ((ch = kcap_cli_getopt("diff", argc, argv, "j:" KCAP_CLI_COMMON_SHORT, lo)) != -1) {
         int bad = 0;
         switch (ch) {
-        case 'a': bad = num_arg("--atol", optarg, &o.half.atol); break;
-        case 'r': bad = num_arg("--rtol", optarg, &o.half.rtol); break;
-        case 'A': bad = num_arg("--lse-atol", optarg, &o.f32.atol); break;
-        case 'R': bad = num_arg("--lse-rtol", optarg, &o.f32.rtol); break;
+        case 'a': bad = kcap_cli_number("diff", "--atol", optarg, &o.half.atol); break;
+        case 'r': bad = kcap_cli_number("diff", "--rtol", optarg, &o.half.rtol); break;
+        case 'A': bad = kcap_cli_number("diff", "--lse-atol", optarg, &o.f32.atol); break;
+        case 'R': bad = kcap_cli_number("diff", "--lse-rtol", optarg, &o.f32.rtol); break;
         case 'j': o.json = optarg; break;
         case 'J': o.junit = optarg; break;
         case 'h': usage(stdout); return 0;
-        case ':':
-            fprintf(stderr, "kcap diff: option %s needs a value\n", argv[optind - 1]);
-            return 2;
-        default:
-            fprintf(stderr, "kcap diff: unknown option '%s'\n", argv[optind - 1]);
-            return 2;
+        case 'q':
+        case 'v': kcap_cli_verbosity(ch, &verbosity); break;
+        default: return 2; /* kcap_cli_getopt said what */
         }
         if (bad)
             return 2;
     }
     if (argc - optind != 2) {
-        usage(stderr);
+        if (argc - optind > 2)
+            kcap_cli_usage_error("diff", "two paths A B, not %d", argc - optind);
+        else
+            usage(stderr);
         return 2;
     }
     if (kcap_doc_is_stdout(o.json) && kcap_doc_is_stdout(o.junit)) {
-        fprintf(stderr, "kcap diff: --json - and --junit - cannot both use stdout\n");
+        kcap_cli_usage_error("diff", "--json - and --junit - cannot both use stdout");
         return 2;
     }
-    o.out = kcap_doc_is_stdout(o.json) || kcap_doc_is_stdout(o.junit) ? stderr : stdout;
+    FILE *table = kcap_doc_is_stdout(o.json) || kcap_doc_is_stdout(o.junit) ? stderr : stdout;
+    char *held = NULL;
+    size_t held_len = 0;
+    o.out = verbosity == KCAP_QUIET ? open_memstream(&held, &held_len) : table;
+    if (!o.out) {
+        fprintf(stderr, "kcap diff: out of memory\n");
+        return 2;
+    }
     const char *pa = argv[optind], *pb = argv[optind + 1];
-    int da = is_dir(pa), db = is_dir(pb);
+    int da = is_dir(pa), db = is_dir(pb), rc;
     if (da != db) {
         fprintf(stderr, "kcap diff: %s is a %s but %s is not: compare two files or two "
                         "folders\n", da ? pa : pb, "folder", da ? pb : pa);
-        return 2;
+        rc = 2;
+    } else {
+        rc = da ? kcap_diff_dirs(pa, pb, &o) : diff_files(pa, pb, &o);
     }
-    return da ? kcap_diff_dirs(pa, pb, &o) : diff_files(pa, pb, &o);
+    if (o.out != table) {
+        fclose(o.out);
+        print_last_line(table, held, held_len);
+        free(held);
+    }
+    return rc;
 }

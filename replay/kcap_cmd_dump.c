@@ -29,6 +29,10 @@ static void usage(FILE *f)
                "prints all); with --tensor NAME that tensor in full. --stats adds min, max,\n"
                "mean (finite elements) and NaN / +Inf / -Inf counts per tensor; --stats alone\n"
                "(without --limit) prints no values.\n"
+               "  -t, --tensor NAME  -s, --stats  -l, --limit N   (as above)\n"
+               "  -q: nothing but errors (the exit status says whether FILE and the tensor\n"
+               "      read); -v: every value (--limit 0) and the statistics.\n"
+               KCAP_CLI_COMMON_HELP
                "Exit status: 0 ok, 1 unreadable file or no such tensor, 2 usage error.\n");
 }
 
@@ -86,33 +90,23 @@ int kcap_cmd_dump(int argc, char **argv)
     static const struct option lo[] = {{"tensor", required_argument, 0, 't'},
                                        {"stats", no_argument, 0, 's'},
                                        {"limit", required_argument, 0, 'l'},
-                                       {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
+                                       KCAP_CLI_COMMON_OPTS};
     const char *only = NULL;
-    int stats = 0;
+    int stats = 0, verbosity = KCAP_NORMAL, ch;
     long limit = -1; /* -1: the default for the mode */
     optind = 0;
-    opterr = 0;
-    int ch;
-    while ((ch = getopt_long(argc, argv, ":ht:sl:", lo, NULL)) != -1) {
-        char *end;
+    while ((ch = kcap_cli_getopt("dump", argc, argv, "t:sl:" KCAP_CLI_COMMON_SHORT, lo)) != -1) {
         switch (ch) {
         case 't': only = optarg; break;
         case 's': stats = 1; break;
         case 'l':
-            limit = strtol(optarg, &end, 10);
-            if (!*optarg || *end || limit < 0) {
-                fprintf(stderr, "kcap dump: --limit: '%s' is not a count >= 0\n", optarg);
+            if (kcap_cli_count("dump", "--limit", optarg, 0, 0x7fffffffL, &limit))
                 return 2;
-            }
             break;
         case 'h': usage(stdout); return 0;
-        case ':':
-            fprintf(stderr, "kcap dump: option %s needs a value\n", argv[optind - 1]);
-            return 2;
-        default:
-            fprintf(stderr, "kcap dump: unknown option '%s'\n", argv[optind - 1]);
-            return 2;
+        case 'q':
+        case 'v': kcap_cli_verbosity(ch, &verbosity); break;
+        default: return 2; /* kcap_cli_getopt said what */
         }
     }
     if (argc - optind != 1) {
@@ -120,6 +114,10 @@ int kcap_cmd_dump(int argc, char **argv)
         return 2;
     }
     const char *path = argv[optind];
+    if (verbosity == KCAP_VERBOSE) {
+        stats = 1;
+        limit = 0;
+    }
     if (limit < 0)
         limit = stats ? -2 : only ? 0 : 8; /* -2: --stats alone prints no values */
     kcap_snapshot *s = NULL;
@@ -130,8 +128,10 @@ int kcap_cmd_dump(int argc, char **argv)
         fprintf(stderr, "kcap dump: %s\n", err.msg);
         return 1;
     }
-    printf("%s: %s (abi %d)\n", path, s->meta.call, s->meta.abi_version);
-    if (!only) {
+    int show = verbosity != KCAP_QUIET;
+    if (show)
+        printf("%s: %s (abi %d)\n", path, s->meta.call, s->meta.abi_version);
+    if (show && !only) {
         printf("  scalars:");
         for (int i = 0; i < s->nscalars; i++) {
             if (s->scalars[i].type == KCAP_SC_INT)
@@ -147,6 +147,8 @@ int kcap_cmd_dump(int argc, char **argv)
         if (only && strcmp(only, t->name))
             continue;
         found++;
+        if (!show)
+            continue;
         size_t es = kcap_dtype_size(t->dtype), n = es ? t->nbytes / es : 0;
         printf("  %-3s %s %s[", t->dir == KCAP_DIR_IN ? "in" : "out", t->name,
                kcap_dtype_name(t->dtype));

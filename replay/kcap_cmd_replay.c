@@ -32,7 +32,7 @@ typedef struct cmd_opts {
     FILE *out;      /* the table: stdout, or stderr when a document goes to stdout */
     int watch;
     int watch_runs; /* stop after this many runs (0 = until a signal) */
-    int quiet;
+    int verbosity;  /* KCAP_QUIET: failing rows + summary; KCAP_VERBOSE: every output's metrics */
     char *const *paths;
     int npaths;
 } cmd_opts;
@@ -77,32 +77,23 @@ static void usage(FILE *f)
             "                      case error heatmaps (token x head, matplotlib) from the\n"
             "                      outputs saved in DIR/outputs (python3 -m kcap report)\n"
             "  --device N          CUDA device ordinal (default 0)\n"
-            "  --quiet             print only failing rows, problems and the summary\n"
+            "  -q, --quiet         print only failing rows, problems and the summary\n"
+            "  -v, --verbose       under each row, every output's metrics against the\n"
+            "                      captured output and the reference\n"
+            "  -h, --help          this text\n"
+            "Every option also takes --opt=value; short forms: -k LIB, -b (--bench),\n"
+            "-w (--watch), -j FILE (--json).\n"
             "\n"
             "Exit status: 0 when every case passes, 1 otherwise, 2 on a usage error.\n",
             KCAP_CMP_ATOL_BF16, KCAP_CMP_RTOL_BF16, KCAP_CMP_ATOL_F32, KCAP_CMP_RTOL_F32);
 }
 
-static int parse_double(const char *opt, const char *s, double *out)
-{
-    char *end;
-    double v = strtod(s, &end);
-    if (!*s || *end || !(v >= 0)) {
-        fprintf(stderr, "kcap replay: %s: '%s' is not a non-negative number\n", opt, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
+/* An integer option into an int field. */
 static int parse_int(const char *opt, const char *s, int lo, int *out)
 {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > 1000000) {
-        fprintf(stderr, "kcap replay: %s: '%s' is not an integer >= %d\n", opt, s, lo);
+    long v;
+    if (kcap_cli_count("replay", opt, s, lo, 1000000, &v))
         return -1;
-    }
     *out = (int)v;
     return 0;
 }
@@ -122,17 +113,16 @@ static int parse(int argc, char **argv, cmd_opts *c)
         {"pool", required_argument, 0, O_POOL}, {"iters", required_argument, 0, O_ITERS},
         {"warmup", required_argument, 0, O_WARMUP},
         {"watch-runs", required_argument, 0, O_WATCH_RUNS},
-        {"device", required_argument, 0, O_DEVICE}, {"quiet", no_argument, 0, 'q'},
+        {"device", required_argument, 0, O_DEVICE},
         {"junit", required_argument, 0, O_JUNIT}, {"save-outputs", required_argument, 0, O_SAVE},
-        {"report", required_argument, 0, O_REPORT},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+        {"report", required_argument, 0, O_REPORT}, KCAP_CLI_COMMON_OPTS};
     memset(c, 0, sizeof *c);
     kcap_replay_opts_default(&c->ro);
     c->ro.build_dir = kcap_cli_build_dir();
     optind = 0; /* GNU: full re-initialisation */
-    opterr = 0;
     int ch;
-    while ((ch = getopt_long(argc, argv, ":hqbw", lo, NULL)) != -1) {
+    while ((ch = kcap_cli_getopt("replay", argc, argv, "k:bwj:" KCAP_CLI_COMMON_SHORT, lo)) !=
+           -1) {
         switch (ch) {
         case 'k': c->ro.kernel_path = optarg; break;
         case 'r':
@@ -145,7 +135,7 @@ static int parse(int argc, char **argv, cmd_opts *c)
             else if (!strcmp(optarg, "auto"))
                 c->ro.ref = KCAP_REF_AUTO;
             else {
-                fprintf(stderr, "kcap replay: --ref: '%s' is not cpu, gpu or none\n", optarg);
+                kcap_cli_usage_error("replay", "--ref: '%s' is not cpu, gpu or none", optarg);
                 return 2;
             }
             break;
@@ -156,21 +146,22 @@ static int parse(int argc, char **argv, cmd_opts *c)
         case O_JUNIT: c->junit = optarg; break;
         case O_SAVE: c->ro.save_dir = optarg; break;
         case O_REPORT: c->report = optarg; break;
-        case 'q': c->quiet = 1; break;
+        case 'q':
+        case 'v': kcap_cli_verbosity(ch, &c->verbosity); break;
         case 'a':
-            if (parse_double("--atol", optarg, &c->ro.tol_half.atol))
+            if (kcap_cli_number("replay", "--atol", optarg, &c->ro.tol_half.atol))
                 return 2;
             break;
         case 'R':
-            if (parse_double("--rtol", optarg, &c->ro.tol_half.rtol))
+            if (kcap_cli_number("replay", "--rtol", optarg, &c->ro.tol_half.rtol))
                 return 2;
             break;
         case O_LSE_ATOL:
-            if (parse_double("--lse-atol", optarg, &c->ro.tol_f32.atol))
+            if (kcap_cli_number("replay", "--lse-atol", optarg, &c->ro.tol_f32.atol))
                 return 2;
             break;
         case O_LSE_RTOL:
-            if (parse_double("--lse-rtol", optarg, &c->ro.tol_f32.rtol))
+            if (kcap_cli_number("replay", "--lse-rtol", optarg, &c->ro.tol_f32.rtol))
                 return 2;
             break;
         case O_POOL:
@@ -181,8 +172,8 @@ static int parse(int argc, char **argv, cmd_opts *c)
             else if (!strcmp(optarg, "remap"))
                 c->ro.pool = KCAP_POOL_REMAP;
             else {
-                fprintf(stderr, "kcap replay: --pool: '%s' is not auto, original or remap\n",
-                        optarg);
+                kcap_cli_usage_error("replay", "--pool: '%s' is not auto, original or remap",
+                                     optarg);
                 return 2;
             }
             break;
@@ -203,26 +194,21 @@ static int parse(int argc, char **argv, cmd_opts *c)
                 return 2;
             break;
         case 'h': return 1;
-        case ':':
-            fprintf(stderr, "kcap replay: option %s needs a value\n", argv[optind - 1]);
-            return 2;
-        default:
-            fprintf(stderr, "kcap replay: unknown option '%s'\n", argv[optind - 1]);
-            return 2;
+        default: return 2; /* kcap_cli_getopt said what */
         }
     }
     c->paths = argv + optind;
     c->npaths = argc - optind;
     if (!c->ro.kernel_path) {
-        fprintf(stderr, "kcap replay: --kernel LIB.so is required\n");
+        kcap_cli_usage_error("replay", "--kernel LIB.so is required");
         return 2;
     }
     if (c->npaths < 1) {
-        fprintf(stderr, "kcap replay: no snapshot files or directories given\n");
+        kcap_cli_usage_error("replay", "no snapshot files or directories given");
         return 2;
     }
     if (kcap_doc_is_stdout(c->json) && kcap_doc_is_stdout(c->junit)) {
-        fprintf(stderr, "kcap replay: --json - and --junit - cannot both use stdout\n");
+        kcap_cli_usage_error("replay", "--json - and --junit - cannot both use stdout");
         return 2;
     }
     c->out = kcap_doc_is_stdout(c->json) || kcap_doc_is_stdout(c->junit) ? stderr : stdout;
@@ -308,6 +294,20 @@ static int write_report(const cmd_opts *c, const kcap_run_info *info,
     return 0;
 }
 
+/* -v: one line per output and side under the case's row. */
+static void verbose_case(FILE *f, const kcap_case_result *r)
+{
+    const kcap_side_verdict *sides[2] = {&r->vs_captured, &r->vs_ref};
+    static const char *const names[2] = {"captured", "reference"};
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; sides[s]->ran && k < sides[s]->nout; k++) {
+            const kcap_tensor_verdict *t = &sides[s]->out[k];
+            fprintf(f, "      vs %-9s %-4s %-8s max_abs=%.3e max_rel=%.3e cos=%.8f beyond=%zu/%zu\n",
+                    names[s], t->name, kcap_cmp_verdict(&t->r), t->r.max_abs, t->r.max_rel,
+                    t->r.cosine, t->r.n_beyond, t->r.n);
+        }
+}
+
 /* One run over the whole set. Returns the exit status of the run (0 all pass, 1 not). */
 static int run_once(const cmd_opts *c, kcap_dev **dev, int run_no)
 {
@@ -355,15 +355,17 @@ static int run_once(const cmd_opts *c, kcap_dev **dev, int run_no)
         kcap_replayer_free(r);
         return 1;
     }
-    if (!c->quiet)
+    if (c->verbosity != KCAP_QUIET)
         kcap_report_header(c->out, &info);
     int n = 0;
     for (int i = 0; i < files.n && !g_stop; i++, n++) {
         kcap_report_progress(i, files.n, files.paths[i]);
         kcap_replayer_run(r, files.paths[i], &cases[i]);
         kcap_report_progress(-1, 0, NULL);
-        if (!c->quiet || !cases[i].pass)
+        if (c->verbosity != KCAP_QUIET || !cases[i].pass)
             kcap_report_row(c->out, &cases[i], c->ro.bench);
+        if (c->verbosity == KCAP_VERBOSE)
+            verbose_case(c->out, &cases[i]);
         fflush(c->out);
     }
     info.wall_ms = now_ms() - t0;
@@ -433,10 +435,8 @@ int kcap_cmd_replay(int argc, char **argv)
         usage(stdout);
         return 0;
     }
-    if (p) {
-        fprintf(stderr, "(kcap replay --help describes the options)\n");
-        return 2;
-    }
+    if (p)
+        return 2; /* the message and the --help hint are out */
     kcap_dev *dev = NULL;
     int status = c.watch ? watch_loop(&c, &dev) : run_once(&c, &dev, 1);
     kcap_dev_free(dev);

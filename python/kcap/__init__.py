@@ -7,7 +7,7 @@
     s.to_torch()["q"]      # torch.bfloat16 (torch optional)
 
 Submodules: kcap.vattn (ctypes binding of kernels/verify_attn.h), kcap.testing (pytest
-plugin: one test per snapshot of a folder), kcap.export (npz), `python3 -m kcap`.
+plugin: one test per snapshot of a folder), kcap.export (npz, torch .pt), `python3 -m kcap`.
 """
 from .dtypes import bf16_to_float32, float32_to_bf16
 from .snapshot import Snapshot, SnapshotError, TensorInfo, check, load

@@ -1,9 +1,12 @@
 """vattn.py — the ctypes binding of the verify-attention C ABI (kernels/verify_attn.h).
 
-The one Python mirror of `vattn_args` and the library's functions: SGLang-style clients
-(tests/clients/vattn_torch.py) and the tests build on it instead of copying the struct.
-Library(path) loads libverify_attn.so (CUDA) or libverify_attn_cpu.so (host); run_snapshot()
-replays a loaded kcap.Snapshot through a host (CPU) library with numpy buffers.
+The one Python mirror of the ABI's two entry points — `vattn_args` / vattn_verify and
+`vattn_extend_args` / vattn_extend (SGLang's extend convention) — and the library's other
+functions: SGLang-style clients (tests/clients/vattn_torch.py) and the tests build on it
+instead of copying the structs. Library(path) loads libverify_attn.so (CUDA) or
+libverify_attn_cpu.so (host); a library built before vattn_extend existed still loads, and
+only its extend calls raise (Library.has_extend says which). run_snapshot() replays a loaded
+kcap.Snapshot through a host (CPU) library with numpy buffers.
 """
 import ctypes
 import os
@@ -27,23 +30,36 @@ STATUS = ["VATTN_OK", "VATTN_ERR_NULL_ARGS", "VATTN_ERR_STRUCT_SIZE", "VATTN_ERR
 WORKSPACE_INVALID = ctypes.c_size_t(-1).value
 
 
-class VattnArgs(ctypes.Structure):
+# The leading fields both args structs share, in the header's order: sizes, flags, q.
+_HEAD_FIELDS = [
+    ("struct_size", ctypes.c_uint32),
+    ("dtype", ctypes.c_int32),
+    ("index_type", ctypes.c_int32),
+    ("bs", ctypes.c_int32),
+    ("q_len", ctypes.c_int32),
+    ("num_heads", ctypes.c_int32),
+    ("num_slots", ctypes.c_int64),
+    ("max_kv_len", ctypes.c_int64),
+    ("sm_scale", ctypes.c_float),
+    ("reserved0", ctypes.c_uint32),
+    ("q", ctypes.c_void_p),
+    ("q_stride_t", ctypes.c_int64),
+    ("q_stride_h", ctypes.c_int64),
+]
+
+
+class _Args(ctypes.Structure):
+    """An args struct whose struct_size is set to its own size on construction."""
+
+    def __init__(self, **fields):
+        super().__init__(**fields)
+        self.struct_size = ctypes.sizeof(type(self))
+
+
+class VattnArgs(_Args):
     """Mirror of `vattn_args` (field order and types must match verify_attn.h)."""
 
-    _fields_ = [
-        ("struct_size", ctypes.c_uint32),
-        ("dtype", ctypes.c_int32),
-        ("index_type", ctypes.c_int32),
-        ("bs", ctypes.c_int32),
-        ("q_len", ctypes.c_int32),
-        ("num_heads", ctypes.c_int32),
-        ("num_slots", ctypes.c_int64),
-        ("max_kv_len", ctypes.c_int64),
-        ("sm_scale", ctypes.c_float),
-        ("reserved0", ctypes.c_uint32),
-        ("q", ctypes.c_void_p),
-        ("q_stride_t", ctypes.c_int64),
-        ("q_stride_h", ctypes.c_int64),
+    _fields_ = _HEAD_FIELDS + [
         ("kv_cache", ctypes.c_void_p),
         ("kv_stride", ctypes.c_int64),
         ("kv_indptr", ctypes.c_void_p),
@@ -55,9 +71,40 @@ class VattnArgs(ctypes.Structure):
         ("lse", ctypes.c_void_p),
     ]
 
-    def __init__(self, **fields):
-        super().__init__(**fields)
-        self.struct_size = ctypes.sizeof(VattnArgs)
+
+class VattnExtendArgs(_Args):
+    """Mirror of `vattn_extend_args` (field order and types must match verify_attn.h): the
+    extend convention, draft keys in k_extend, kv_indptr / kv_indices over the prefix only,
+    SGLang's flattened custom_mask rows (mask_indptr) or NULL for causal."""
+
+    _fields_ = _HEAD_FIELDS + [
+        ("k_extend", ctypes.c_void_p),
+        ("k_extend_stride", ctypes.c_int64),
+        ("kv_cache", ctypes.c_void_p),
+        ("kv_stride", ctypes.c_int64),
+        ("qo_indptr", ctypes.c_void_p),
+        ("kv_indptr", ctypes.c_void_p),
+        ("kv_indices", ctypes.c_void_p),
+        ("custom_mask", ctypes.c_void_p),
+        ("mask_indptr", ctypes.c_void_p),
+        ("o", ctypes.c_void_p),
+        ("o_stride_t", ctypes.c_int64),
+        ("o_stride_h", ctypes.c_int64),
+        ("lse", ctypes.c_void_p),
+    ]
+
+
+# Every function of the header that takes an args struct -> that struct. The *_workspace_size
+# ones return size_t (the sizes' workspace); the others are calls (args, workspace,
+# workspace_bytes, stream) -> vattn_status.
+ARGS_OF = {
+    "vattn_workspace_size": VattnArgs,
+    "vattn_verify": VattnArgs,
+    "vattn_verify_reference": VattnArgs,
+    "vattn_extend_workspace_size": VattnExtendArgs,
+    "vattn_extend": VattnExtendArgs,
+    "vattn_extend_reference": VattnExtendArgs,
+}
 
 
 class VattnError(RuntimeError):
@@ -75,12 +122,18 @@ class Library:
     def __init__(self, path):
         self.path = os.path.abspath(path)
         self.lib = ctypes.CDLL(self.path)
-        L, P = self.lib, ctypes.POINTER(VattnArgs)
-        for fn in ("vattn_verify", "vattn_verify_reference"):
-            getattr(L, fn).argtypes = [P, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-            getattr(L, fn).restype = ctypes.c_int
-        L.vattn_workspace_size.argtypes = [P]
-        L.vattn_workspace_size.restype = ctypes.c_size_t
+        L = self.lib
+        self.has_extend = all(hasattr(L, n) for n, st in ARGS_OF.items()
+                              if st is VattnExtendArgs)
+        for name, st in ARGS_OF.items():
+            if st is VattnExtendArgs and not self.has_extend:
+                continue
+            fn, P = getattr(L, name), ctypes.POINTER(st)
+            if name.endswith("_workspace_size"):
+                fn.argtypes, fn.restype = [P], ctypes.c_size_t
+            else:
+                fn.argtypes = [P, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+                fn.restype = ctypes.c_int
         L.vattn_status_string.argtypes = [ctypes.c_int]
         L.vattn_status_string.restype = ctypes.c_char_p
         L.vattn_backend.restype = ctypes.c_char_p
@@ -91,16 +144,34 @@ class Library:
     def status_string(self, status):
         return self.lib.vattn_status_string(int(status)).decode()
 
-    def workspace_size(self, args):
-        """Bytes of workspace for these sizes; ValueError when the library rejects them."""
-        n = self.lib.vattn_workspace_size(ctypes.byref(args))
+    def _need(self, name, args):
+        """The library function `name`, after checking `args` is the struct it takes."""
+        want = ARGS_OF[name]
+        if not isinstance(args, want):
+            raise TypeError("kcap.vattn: %s takes a %s, not %s" % (name, want.__name__,
+                                                                   type(args).__name__))
+        if want is VattnExtendArgs and not self.has_extend:
+            raise AttributeError("kcap.vattn: %s has no %s (a library built before the extend "
+                                 "entry point)" % (self.path, name))
+        return getattr(self.lib, name)
+
+    def _workspace(self, name, args):
+        n = self._need(name, args)(ctypes.byref(args))
         if n == WORKSPACE_INVALID:
-            raise ValueError("vattn_workspace_size rejected the sizes (bs=%d q_len=%d heads=%d)"
-                             % (args.bs, args.q_len, args.num_heads))
+            raise ValueError("%s rejected the sizes (bs=%d q_len=%d heads=%d)"
+                             % (name, args.bs, args.q_len, args.num_heads))
         return n
 
+    def workspace_size(self, args):
+        """Bytes of workspace for these sizes; ValueError when the library rejects them."""
+        return self._workspace("vattn_workspace_size", args)
+
+    def extend_workspace_size(self, args):
+        """vattn_extend_workspace_size of a VattnExtendArgs; ValueError when rejected."""
+        return self._workspace("vattn_extend_workspace_size", args)
+
     def _call(self, name, args, workspace, nbytes, stream, check):
-        st = getattr(self.lib, name)(ctypes.byref(args), workspace, nbytes, stream)
+        st = self._need(name, args)(ctypes.byref(args), workspace, nbytes, stream)
         if st and check:
             raise VattnError(name, st, self.status_string(st))
         return st
@@ -111,6 +182,15 @@ class Library:
 
     def verify_reference(self, args, workspace, workspace_bytes, stream=None, check=True):
         return self._call("vattn_verify_reference", args, workspace, workspace_bytes, stream,
+                          check)
+
+    def extend(self, args, workspace, workspace_bytes, stream=None, check=True):
+        """vattn_extend of a VattnExtendArgs; raises VattnError on a non-zero status unless
+        check=False, AttributeError when the library has no extend entry point."""
+        return self._call("vattn_extend", args, workspace, workspace_bytes, stream, check)
+
+    def extend_reference(self, args, workspace, workspace_bytes, stream=None, check=True):
+        return self._call("vattn_extend_reference", args, workspace, workspace_bytes, stream,
                           check)
 
 

@@ -3,12 +3,15 @@
 dump's numbers against numpy over kcap.load; --json/--junit documents parsed (JSON, XML)
 with their counts; --save-outputs files against a kcap.vattn run of the same library
 (the CPU library is deterministic, so bitwise); diff of folders with agreeing, differing,
-renamed and unpaired cases; export's npz read back with numpy alone.
+renamed and unpaired cases; export's npz read back with numpy alone, its pt with torch
+(where torch is importable) and its error without torch.
 """
+import io
 import json
 import os
 import re
 import shutil
+import sys
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -149,6 +152,62 @@ def test_export_npz(tmp_path):
         assert int(z["scalars/bs"]) == s.scalars["bs"]
     p = run(KCAP, "export", tmp_path / "none.h5", "--to", "npz")
     assert p.returncode == 1 and "none.h5" in p.stderr.decode()
+
+
+def test_export_npz_to_stdout(tmp_path):
+    path = golden("h8_q1_s0.h5")
+    p = run(KCAP, "export", path, "--to=npz", "-o", "-", check=0, cwd=tmp_path)
+    with np.load(io.BytesIO(p.stdout)) as z:
+        assert np.array_equal(z["outputs/lse"], kcap.load(path).outputs["lse"])
+    assert os.listdir(tmp_path) == []  # no file named "-"
+    assert "wrote stdout" in p.stderr.decode()
+
+
+def _have_torch():
+    try:
+        import torch  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+@pytest.mark.skipif(not _have_torch(), reason="SKIP: torch is not importable here; "
+                    "--to pt is checked where it is (its error path by the next test)")
+def test_export_pt(tmp_path):
+    import torch
+    path = golden("h16_q8_s1.h5")
+    out = tmp_path / "x.pt"
+    # the python that has torch (the CLI defaults to /usr/bin/python3)
+    run(KCAP, "export", path, "--to", "pt", "-o", out, check=0,
+        env=dict(os.environ, KCAP_PYTHON=sys.executable))
+    d = torch.load(str(out))
+    s = kcap.load(path)
+    assert d["meta"]["seq"] == s.meta["seq"] and d["scalars"] == s.scalars
+    for t in s.tensors:
+        got = d["%sputs" % t.direction][t.name]
+        assert d["dtypes"]["%sputs/%s" % (t.direction, t.name)] == t.dtype
+        if t.dtype == "bfloat16":
+            assert got.dtype == torch.bfloat16
+            assert np.array_equal(got.view(torch.int16).numpy().view(np.uint16), s.raw(t.name))
+        else:
+            assert np.array_equal(got.numpy(), s.raw(t.name, t.direction))
+
+
+def test_export_pt_without_torch(tmp_path):
+    """A python that cannot import torch: exit 1 and a message naming --to pt and torch
+    (a stand-in torch module that fails to import, so this runs where torch exists too)."""
+    fake = tmp_path / "notorch"
+    fake.mkdir()
+    (fake / "torch.py").write_text("raise ImportError(\"No module named 'torch' (test)\")\n")
+    env = dict(os.environ, PYTHONPATH=str(fake))
+    p = run(KCAP, "export", golden("h8_q1_s0.h5"), "--to", "pt", "-o", tmp_path / "x.pt",
+            env=env)
+    err = p.stderr.decode()
+    assert p.returncode == 1 and "--to pt needs torch" in err and "--to npz" in err, err
+    assert not (tmp_path / "x.pt").exists()
+    p = run(KCAP, "export", golden("h8_q1_s0.h5"), "--to", "pt", "--raw", "-o",
+            tmp_path / "y.pt", env=env)
+    assert p.returncode == 1 and "--raw" in p.stderr.decode()
 
 
 def test_save_outputs_refuses_a_second_file_of_the_same_name(small_corpus, tmp_path):

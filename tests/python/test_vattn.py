@@ -1,7 +1,8 @@
 """test_vattn.py — kcap.vattn, the one ctypes binding of kernels/verify_attn.h.
 
-The struct layout is checked against the C compiler's own offsetof/sizeof (a C program
-built from the header), the binding against the captured GPU outputs of the golden corpus,
+Both structs' layouts (vattn_args, vattn_extend_args) are checked against the C compiler's
+own offsetof/sizeof (a C program built from the header) and the binding's prototypes
+against the header's (a C file that must compile with -Werror), the binding against the captured GPU outputs of the golden corpus,
 and a deliberately wrong library must be caught.
 """
 import ctypes
@@ -16,29 +17,67 @@ import kcap.vattn as v
 from conftest import CPU_LIB, PERTURBED_LIB, ROOT, golden, golden_files
 
 
-def c_layout(tmp_path):
-    """{field: offset} and sizeof(vattn_args) as the C compiler lays them out."""
-    fields = [f for f, _ in v.VattnArgs._fields_]
-    src = tmp_path / "layout.c"
+STRUCTS = [("vattn_args", v.VattnArgs), ("vattn_extend_args", v.VattnExtendArgs)]
+
+
+def c_layout(tmp_path, cname, fields):
+    """{field: (offset, size)} and sizeof(cname) as the C compiler lays them out."""
+    src = tmp_path / ("%s.c" % cname)
     src.write_text('#include <stdio.h>\n#include <stddef.h>\n#include "verify_attn.h"\n'
                    "int main(void){\n" +
-                   "".join('printf("%s %%zu\\n", offsetof(vattn_args, %s));\n' % (f, f)
-                           for f in fields) +
-                   'printf("sizeof %zu\\n", sizeof(vattn_args));\nreturn 0;}\n')
-    exe = tmp_path / "layout"
+                   "".join('printf("%s %%zu %%zu\\n", offsetof(%s, %s), sizeof(((%s *)0)->%s));\n'
+                           % (f, cname, f, cname, f) for f in fields) +
+                   'printf("sizeof %%zu 0\\n", sizeof(%s));\nreturn 0;}\n' % cname)
+    exe = tmp_path / cname
     cc = os.environ.get("CC", "cc")
     subprocess.run([cc, "-I", os.path.join(ROOT, "kernels"), str(src), "-o", str(exe)],
                    check=True)
     out = subprocess.run([str(exe)], check=True, stdout=subprocess.PIPE).stdout.decode()
-    return {k: int(n) for k, n in (line.split() for line in out.splitlines())}
+    return {k: (int(o), int(n)) for k, o, n in (line.split() for line in out.splitlines())}
 
 
-def test_struct_matches_c_header(tmp_path):
-    lay = c_layout(tmp_path)
-    assert lay.pop("sizeof") == ctypes.sizeof(v.VattnArgs)
-    for name, off in lay.items():
-        assert getattr(v.VattnArgs, name).offset == off, name
-    assert v.VattnArgs().struct_size == ctypes.sizeof(v.VattnArgs)
+@pytest.mark.parametrize("cname,cls", STRUCTS, ids=[c for c, _ in STRUCTS])
+def test_struct_matches_c_header(tmp_path, cname, cls):
+    """Every ctypes field at the C offset with the C size, the same total size (a field
+    missing on either side, or of another width, moves an offset or the size)."""
+    lay = c_layout(tmp_path, cname, [f for f, _ in cls._fields_])
+    assert lay.pop("sizeof")[0] == ctypes.sizeof(cls)
+    assert list(lay) == [f for f, _ in cls._fields_]
+    for name, (off, size) in lay.items():
+        assert (getattr(cls, name).offset, getattr(cls, name).size) == (off, size), name
+    assert cls().struct_size == ctypes.sizeof(cls)
+
+
+def test_function_signatures_match_c_header(tmp_path):
+    """The prototypes the binding declares (Library's argtypes/restype, from ARGS_OF) are
+    the header's: assigning each function to a pointer of that type compiles cleanly."""
+    cname = {cls: c for c, cls in STRUCTS}
+    lines = ['#include "verify_attn.h"']
+    for i, (fn, cls) in enumerate(v.ARGS_OF.items()):
+        if fn.endswith("_workspace_size"):
+            lines.append("size_t (*p%d)(const %s *) = %s;" % (i, cname[cls], fn))
+        else:
+            lines.append("int (*p%d)(const %s *, void *, size_t, void *) = %s;"
+                         % (i, cname[cls], fn))
+    src = tmp_path / "protos.c"
+    src.write_text("\n".join(lines) + "\n")
+    cc = os.environ.get("CC", "cc")
+    p = subprocess.run([cc, "-Werror", "-Wall", "-I", os.path.join(ROOT, "kernels"), "-c",
+                        str(src), "-o", str(tmp_path / "protos.o")],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert p.returncode == 0, p.stdout.decode()
+    assert len(v.ARGS_OF) == 6  # both entry points: workspace size, call, reference
+
+
+def test_extend_calls_check_their_struct():
+    lib = v.Library(CPU_LIB)
+    with pytest.raises(TypeError):
+        lib.extend(v.VattnArgs(), None, 0)
+    with pytest.raises(TypeError):
+        lib.verify(v.VattnExtendArgs(), None, 0)
+    if not lib.has_extend:  # the implementation lands separately
+        with pytest.raises(AttributeError, match="vattn_extend"):
+            lib.extend(v.VattnExtendArgs(), None, 0)
 
 
 def test_library_identity():

@@ -123,7 +123,7 @@ demo: all
 # HDF5_PLUGIN_DIR=. The Python package goes where $(PYTHON) looks for PREFIX's packages,
 # with python/kcap-VERSION.dist-info, which registers the pytest plugin (pytest --kcap-golden
 # needs no -p; in-tree the same with PYTHONPATH=python).
-KCAP_VERSION_STR := $(shell sed -n 's/^\#define KCAP_VERSION "\(.*\)"/\1/p' cli/kcap_cli.h)
+KCAP_VERSION_STR := $(shell sed -n 's/^\#define KCAP_VERSION "\(.*\)"/\1/p' common/kcap_version.h)
 PY_VER := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)
 PYTHON_SITE ?= $(PREFIX)/lib/python$(PY_VER)/dist-packages
 HDF5_PLUGIN_DIR ?=

@@ -11,7 +11,7 @@
  * A request is obeyed only when it is a regular file (opened O_NOFOLLOW | O_NONBLOCK: a FIFO
  * at the name can neither block nor fool us), owned by our uid or root, and names our start
  * time (/proc/self/stat field 22): a request left over from an earlier process with the same
- * pid (container restart) is refused, never armed (issue 13). The directory itself was
+ * pid (container restart) is refused, never armed. The directory itself was
  * checked private at init (kcap_capture.c).
  *
  * Request: "start <ticks>\nnonce <hex>\n" then "count N" | "off" | "status".

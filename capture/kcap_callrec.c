@@ -2,7 +2,7 @@
  * kcap_callrec.c — recording one call (apitrace shape: inputs, the real call, outputs, the
  * same return value), on the host's calling thread.
  *
- * What this path promises the host (issue 13): it reads host memory only through the
+ * What this path promises the host: it reads host memory only through the
  * fault-safe ops (process_vm_readv: a bad pointer is a skipped snapshot, never a SIGSEGV);
  * it reserves what it will allocate against KCAP_QUEUE_BYTES before allocating it (the bound
  * comes from the call description, kcap_size.c), so a full queue costs the host no copy; it

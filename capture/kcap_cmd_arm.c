@@ -12,7 +12,9 @@
  * have gone unanswered. Cases the answer cannot come from are refused up front: no libkcap,
  * not dormant, a relative KCAP_DIR, a directory other users can write, another user's process.
  */
-#include "kcap_cap.h"
+#include "kcap_arm.h"
+#include "kcap_config.h"
+#include "kcap_snapshot.h" /* formats/ */
 #include "kcap_cli.h"
 #include "kcap_names.h"
 

@@ -6,7 +6,8 @@
  * command up front (exit 2) instead of becoming a log line inside the host. kcap then execs
  * CMD: no wrapper process remains, signals reach CMD directly, and its exit status is ours.
  */
-#include "kcap_cap.h"
+#include "kcap_config.h"
+#include "kcap_snapshot.h" /* formats/: kcap_mkdir_private */
 #include "kcap_cli.h"
 
 #include <errno.h>
@@ -42,7 +43,7 @@ static void record_usage(FILE *f)
 /* libkcap.so next to this kcap: <build>/lib for a build tree, <prefix>/lib installed. */
 static int find_libkcap(char *out, size_t n)
 {
-    snprintf(out, n, "%s/lib/libkcap.so", kcap_cli_build_dir());
+    snprintf(out, n, "%s/lib/libkcap.so", kcap_build_dir());
     return access(out, R_OK) == 0 ? 0 : -1;
 }
 

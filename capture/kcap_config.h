@@ -32,7 +32,7 @@ typedef struct kcap_config {
     int level;               /* KCAP_ZSTD_LEVEL */
     int threads;             /* KCAP_THREADS compression threads; 0 = min(4, CPUs) */
     uint64_t ring_bytes;     /* KCAP_RING_BYTES: bound of the device staging ring */
-    int gpu_async;           /* KCAP_GPU_MODE=async (issue 8, default) | sync */
+    int gpu_async;           /* KCAP_GPU_MODE=async (zero-stall, default) | sync */
     char run_id[20];         /* KCAP_RUN_ID; "" = 8 random hex digits drawn at start */
 } kcap_config;
 

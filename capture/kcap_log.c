@@ -5,7 +5,7 @@
  * A preloaded library shares stderr with its host, so every message is one write(2) of one
  * whole line (no stdio buffering interleaved with the host's, no partial lines between
  * processes of a TP group), and repeated problems are reported once per process. Two host
- * situations must not be made worse by a log line (issue 13):
+ * situations must not be made worse by a log line:
  *  - stderr is a pipe whose reader went away: a write raises SIGPIPE, whose default action
  *    kills the host. SIGPIPE is blocked on the writing thread around the write, and a
  *    SIGPIPE our write left pending is consumed (sigtimedwait, zero timeout) before the

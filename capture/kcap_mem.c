@@ -13,7 +13,7 @@
  * us). Copies are enqueued on the call's own stream so inputs are read before the kernel
  * and outputs after it, in stream order; KV rows are gathered on the device by a small
  * kernel (embedded PTX, kcap_gather.cu) so only the referenced rows cross PCIe. This is the
- * synchronous path of issue 4 (the calling thread waits for its stream); kcap_gpu.c is the
+ * synchronous path (the calling thread waits for its stream); kcap_gpu.c is the
  * zero-stall one. The host's current context is saved and restored around our work.
  */
 #include "kcap_mem.h"

@@ -5,7 +5,7 @@
  * library file) on a short-lived thread of ours.
  *
  * Why a thread of our own: the capture path runs on the host's calling thread, which may
- * have a 16 KiB stack (issue 13: a 32 KiB-stack caller died under capture). realpath,
+ * have a 16 KiB stack (a 32 KiB-stack caller once died under capture). realpath,
  * directory scans and PATH_MAX buffers need more than the 4 KiB the capture path allows
  * itself, so they run once, on a thread with a default stack, and the caller waits for it
  * (once per process / per library). Nothing run there takes the dynamic loader's lock, which
@@ -33,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kcap_cli.h" /* KCAP_VERSION */
+#include "kcap_version.h" /* common/ */
 
 static pthread_mutex_t g_lib_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_rank = -1;

@@ -2,7 +2,7 @@
  * kcap_ptx.S — embeds the PTX of capture/kcap_gather.cu (built by nvcc at build time) in
  * libkcap.so as the NUL-terminated string kcap_gather_ptx, without a code generator or a
  * CUDA link. Built without nvcc, the string is empty and the device path falls back to
- * row-by-row copies (and issue 8's zero-stall staging is unavailable).
+ * row-by-row copies (and the zero-stall staging is unavailable).
  */
     .section .rodata
     .globl kcap_gather_ptx

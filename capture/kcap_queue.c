@@ -4,7 +4,7 @@
  * Calling threads only copy tensors into host memory and push the snapshot here; the one
  * writer thread does the slow part (shuffle + zstd + HDF5 + fsync, kcap_snapshot_write, which
  * parallelises compression internally). One cap, KCAP_QUEUE_BYTES, bounds every host byte
- * kcap allocates (issue 13): the writer's own buffers are charged once when it starts, a
+ * kcap allocates: the writer's own buffers are charged once when it starts, a
  * calling thread reserves its snapshot's bound (kcap_size.c) BEFORE copying anything, and
  * the reservation becomes the queued snapshot's size until it is written. What does not fit
  * is refused before it is copied (the caller drops and counts it), so a slow disk can never
@@ -16,7 +16,7 @@
  * File names carry a run id (kcap_names.c) and an existing name is never replaced: the
  * writer moves to the next suffix.
  *
- * Fork never waits for a write (issue 13: it waited up to 2 s for a whole snapshot, then
+ * Fork never waits for a write (it once waited up to 2 s for a whole snapshot, then
  * dropped the child's). It waits only for the libhdf5 call in progress, if any: formats
  * wraps every libhdf5 call of kcap in kcap_h5_lock/unlock, and libkcap is linked with
  * --wrap for those two, so each such section also holds our gate below, a lock we can reset

@@ -1,7 +1,7 @@
 /*
  * kcap_size.h — how many host bytes recording one call will allocate, known BEFORE anything
  * is copied, so the call can reserve them against KCAP_QUEUE_BYTES and be turned away
- * without allocating when they do not fit (issue 13: 32 threads each copying a whole
+ * without allocating when they do not fit (32 threads each copying a whole
  * snapshot before the queue refused it added hundreds of MB to the host).
  */
 #ifndef KCAP_SIZE_H

@@ -10,7 +10,8 @@
 
 #include <getopt.h>
 
-#define KCAP_VERSION "0.1.0"
+#include "kcap_builddir.h" /* common/: kcap_build_dir */
+#include "kcap_version.h"  /* common/: KCAP_VERSION */
 
 int kcap_cmd_info(int argc, char **argv);
 int kcap_cmd_check(int argc, char **argv);
@@ -62,8 +63,5 @@ int kcap_cli_count(const char *cmd, const char *opt, const char *s, long lo, lon
 /* -q / -v: sets *verbosity (KCAP_QUIET / KCAP_VERBOSE) and returns 1; 0 for any other ch. */
 int kcap_cli_verbosity(int ch, int *verbosity);
 
-/* Directory holding build/bin/kcap's siblings (…/build), found from /proc/self/exe, so the
- * CLI can locate build/lib/libkcap.so and build/plugins without installation. */
-const char *kcap_cli_build_dir(void);
 
 #endif

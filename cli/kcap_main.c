@@ -37,22 +37,6 @@ static void usage(FILE *f)
     fprintf(f, "\n'kcap <command> --help' describes each command.\n");
 }
 
-const char *kcap_cli_build_dir(void)
-{
-    static char dir[PATH_MAX];
-    if (dir[0])
-        return dir;
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
-        return ".";
-    exe[n] = '\0';
-    /* …/build/bin/kcap -> …/build */
-    char *d = dirname(exe);
-    snprintf(dir, sizeof dir, "%s", dirname(d));
-    return dir;
-}
-
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||

@@ -30,7 +30,7 @@ static void prepend_env(const char *var, const char *dir)
 /* PYTHONPATH / KCAP_LIBFMT for this build or installation; returns the interpreter. */
 static const char *python_env(void)
 {
-    const char *build = kcap_cli_build_dir();
+    const char *build = kcap_build_dir();
     char p[PATH_MAX + 64];
     snprintf(p, sizeof p, "%s/../python/kcap/__init__.py", build);
     if (access(p, R_OK) == 0) { /* in-tree: build/../python */

@@ -1,2 +1,3 @@
-# common/: error table and the run-time CUDA driver loader, linked into every host artifact.
-COMMON_OBJS := $(OBJ)/common/kcap_error.o $(OBJ)/common/kcap_cu.o
+# common/: error table, the run-time CUDA driver loader, the version string and the build
+# tree of the running program, linked into every host artifact.
+COMMON_OBJS := $(OBJ)/common/kcap_error.o $(OBJ)/common/kcap_cu.o $(OBJ)/common/kcap_builddir.o

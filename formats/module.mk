@@ -40,7 +40,7 @@ TESTS += $(FORMATS_TEST_BINS)
 ASAN_TESTS += $(FORMATS_TEST_BINS)
 
 # test helpers (not tests themselves)
-FORMATS_TOOLS := $(TBIN)/formats/tool_mksnap
+FORMATS_TOOLS := $(TBIN)/formats/tool_mksnap $(TBIN)/formats/tool_describe
 $(TBIN)/formats/tool_%: $(OBJ)/tests/formats/tool_%.o $(OBJ)/tests/formats/fmt_testutil.o $(FORMATS_LIB) $(COMMON_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(FORMATS_LIBS)
@@ -83,7 +83,13 @@ $(FORMATS_RESEAL): $(OBJ)/tests/formats/fuzz_reseal.o $(OBJ)/tests/formats/fmt_t
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ $(FORMATS_LIBS)
 ALL_TARGETS += $(FORMATS_RESEAL)
-TESTS += tests/formats/test_reseal_fuzz.sh
+TESTS += tests/formats/test_reseal_fuzz.sh tests/formats/test_format_tables.sh
+
+# FORMAT.md's per-call tables, regenerated from the descriptions (the test above fails when
+# they drift).
+.PHONY: format-tables
+format-tables: $(TBIN)/formats/tool_describe
+	bash scripts/format_tables.sh --write
 
 .PHONY: fuzz-long
 fuzz-long: $(FORMATS_RESEAL)

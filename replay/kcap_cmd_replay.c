@@ -118,7 +118,7 @@ static int parse(int argc, char **argv, cmd_opts *c)
         {"report", required_argument, 0, O_REPORT}, KCAP_CLI_COMMON_OPTS};
     memset(c, 0, sizeof *c);
     kcap_replay_opts_default(&c->ro);
-    c->ro.build_dir = kcap_cli_build_dir();
+    c->ro.build_dir = kcap_build_dir();
     optind = 0; /* GNU: full re-initialisation */
     int ch;
     while ((ch = kcap_cli_getopt("replay", argc, argv, "k:bwj:" KCAP_CLI_COMMON_SHORT, lo)) !=

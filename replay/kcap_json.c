@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kcap_cli.h" /* KCAP_VERSION */
+#include "kcap_version.h" /* common/ */
 
 void kcap_json_str(FILE *f, const char *s)
 {

@@ -12,7 +12,7 @@ plugin: one test per snapshot of a folder), kcap.export (npz, torch .pt), `pytho
 from .dtypes import bf16_to_float32, float32_to_bf16
 from .snapshot import Snapshot, SnapshotError, TensorInfo, check, load
 
-__version__ = "0.1.0"  # KCAP_VERSION of cli/kcap_cli.h
+__version__ = "0.1.0"  # KCAP_VERSION of common/kcap_version.h
 
 __all__ = ["load", "check", "Snapshot", "SnapshotError", "TensorInfo", "bf16_to_float32",
            "float32_to_bf16", "__version__"]

@@ -2,7 +2,7 @@
  * badargs_client.c — 64 calls the verify library rejects or faults on, each in a forked
  * child, printing what each returned ("case N status S") or the signal that ended it
  * ("case N signal S"). Run bare and under libkcap.so, the two outputs must be identical:
- * capture must never turn a rejected call into a crash (issue 13: 5 of these crashed under
+ * capture must never turn a rejected call into a crash (5 of these once crashed under
  * capture when its stub vattn_workspace_size skipped the workspace checks and the data check
  * then read unmapped kv_indptr / kv_indices directly).
  *

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_capture_arm_misuse.sh — issue 13, "arming lies and can be abused": `kcap arm` reports
+# test_capture_arm_misuse.sh — arming must neither lie nor be abusable: `kcap arm` reports
 # what really happened (exit 0 only when the target confirmed), never leaves a request
 # behind, and a target obeys only its own uid's requests written for its own life:
 #   not dormant / capture off / relative KCAP_DIR / shared KCAP_DIR / another user's process /

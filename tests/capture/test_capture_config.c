@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kcap_cap.h"
+#include "kcap_config.h"
 
 typedef struct {
     const char *env[8]; /* "NAME=value" */

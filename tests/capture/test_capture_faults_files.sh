@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_capture_faults_files.sh — issue 13, "snapshots are silently lost":
+# test_capture_faults_files.sh — no snapshot is ever silently lost:
 #  - PID reuse: two runs as PID 1 of a fresh PID namespace (a container restart) keep both
 #    runs' files (the run id in the name); old tree: the second run overwrote the first. With
 #    the same KCAP_RUN_ID twice, the second run takes the next suffix instead of replacing.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_capture_faults_load.sh — issue 13, bounded memory and fork:
+# test_capture_faults_load.sh — bounded memory and fork under load:
 #  - 32 threads, each starting with a ~4.6 MB snapshot, under KCAP_QUEUE_BYTES=30M: the
 #    host's peak RSS under capture stays <= bare + cap + 64 MiB (the cap bounds queue, copies
 #    being made and writer buffers; old tree: every thread copied its whole snapshot before

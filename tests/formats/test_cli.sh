@@ -60,7 +60,7 @@ echo "$out" | grep -q "bs=3 q_len=4 H=8 kv_rows=22" || bad "ls shape summary"
 [ "$($K ls -r "$work/snaps" | tail -n +2 | wc -l)" -eq 4 ] || bad "ls -r"
 $K ls tests/formats/corpus >/dev/null 2>&1; [ $? -eq 1 ] || bad "ls with bad files exits 1"
 
-# ---- hostile directories (issue 13): every reader command, none may hang or crash ----
+# ---- hostile directories: every reader command, none may hang or crash ----
 CPU=$B/lib/libverify_attn_cpu.so
 h=$work/hostile; mkdir -p "$h"
 cp "$work/snaps/a.h5" "$h/good.h5"

@@ -1,4 +1,4 @@
-"""test_cli.py — the CLI additions of issue 17, checked through independent paths.
+"""test_cli.py — the CLI's outputs (save-outputs, folder diff, dump, export, JUnit), checked through independent paths.
 
 dump's numbers against numpy over kcap.load; --json/--junit documents parsed (JSON, XML)
 with their counts; --save-outputs files against a kcap.vattn run of the same library

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench_replay_gpu.sh — wall time of `kcap replay` over a 20-snapshot corpus on the GPU
-# (make bench-gpu). Target (issue 5): <= 5 s on an H200, kernel build excluded.
+# (make bench-gpu). Target: <= 5 s on an H200, kernel build excluded.
 #
 # Method (docs/PERF.md, Replay): kcap_gen_snap makes 20 "large" snapshots through
 # libverify_attn.so (bs 1-8, q_len 4/8, 16-64 heads, prefixes 500-6000, slot ids scattered

@@ -3,7 +3,7 @@
 #
 # Snapshots are made without the interposer by kcap_gen_snap (random calls through
 # libverify_attn_cpu.so, recorded with kcap_call_record). Then, each step a claim of
-# issue 5 that must hold:
+# the replay loop that must hold:
 #   1  replay with the same CPU library is bitwise equal to the captured output (exit 0)
 #   2  the perturbed library is caught (exit 1) at exactly its documented element
 #      o[request bs-1, token 0, head H-1, channel 77], vs captured and vs reference

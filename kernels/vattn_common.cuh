@@ -1,10 +1,12 @@
 /*
  * vattn_common.cuh — device code shared by every kernel of libverify_attn.so: the kernel
- * parameter block (VattnParams), dtype conversions, request / split / visibility rules, the
- * ldmatrix / mma.sync / cp.async wrappers, the kv_indices slot ring, and the P V, rescale and
- * epilogue steps the two fast kernels (v3 in vattn_fast3.cuh, v7 in vattn_fast7.cuh) share.
- * Kept in one header so the rules that decide which keys a request has, which a query sees and
- * which slots are valid are written once for the reference and the fast kernels alike.
+ * parameter block (VattnParams), dtype conversions, the key source and mask source of both
+ * calling conventions (vattn_verify: drafts in the pool, a [q_len][q_len] visibility matrix;
+ * vattn_extend: drafts in k_extend, SGLang's flattened custom mask), the split rule, the
+ * ldmatrix / mma.sync / cp.async wrappers, the slot ring, and the P V, rescale and epilogue
+ * steps the two fast kernels (v3 in vattn_fast3.cuh, v7 in vattn_fast7.cuh) share. Kept in one
+ * header so the rules that decide which keys a request has, where each lives, which a query
+ * sees and which slots are valid are written once for every kernel and both conventions.
  * Only sm_120-legal instructions (mma.sync, ldmatrix, cp.async): no wgmma, tcgen05 or TMA.
  * Header of the single translation unit verify_attn.cu (everything in an anonymous namespace).
  */
@@ -26,6 +28,9 @@ constexpr int DV = VATTN_HEAD_DIM_V;
 
 /* ---------------------------------------------------------------- shared helpers ---- */
 
+/* One call of either convention. The kernels only see it through the key source and mask
+ * source below, so vattn_verify and vattn_extend share every kernel and, for the same keys in
+ * the same order, every bit of the result. */
 struct VattnParams {
     const uint16_t *q;
     int64_t q_st, q_sh;
@@ -41,6 +46,15 @@ struct VattnParams {
     int bs, q_len, H, M; /* M = q_len * H rows per request */
     int64_t num_slots;
     float sm_scale, scale_log2;
+    /* extend convention (vattn_extend_args), ext = 1: draft key d of request b is row
+     * b * q_len + d of kext, kv_indptr / kv_indices cover the prefix only, qo_indptr must be
+     * b * q_len, and the mask is SGLang's flattened rows (cmask, mask_indptr; NULL = causal) */
+    int ext;
+    const uint16_t *kext;
+    int64_t kext_stride;
+    const int32_t *qo_indptr;
+    const uint8_t *cmask;
+    const int64_t *mask_indptr;
     /* fast kernel plan */
     int mchunks, nsplit, tiles_per_split, mpad;
     float *ws_o;  /* [bs][nsplit][mpad][512] unnormalised partial O */
@@ -77,24 +91,70 @@ __device__ __forceinline__ int64_t vattn_slot(const VattnParams &p, int64_t pos)
                    : (int64_t) reinterpret_cast<const int32_t *>(p.indices)[pos];
 }
 
-/* Request b's key range [start, start + kv_len) in kv_indices, or false when kv_indptr is
- * inconsistent: such a request gets NaN and its indices are never read. Bounding both ends
- * by [0, indptr[bs]] keeps every kv_indices read inside the array the caller described. */
+/* Request b's keys: kv_len of them, the first `prefix` through kv_indices[start ..], then its
+ * q_len draft keys. vattn_verify: the range kv_indices[indptr[b] .. indptr[b+1]) holds all
+ * kv_len keys (the last q_len are the drafts, also through kv_indices). vattn_extend: the range
+ * is the prefix only and the drafts are rows of kext. False when the request's device data is
+ * inconsistent (kv_indptr, and for vattn_extend qo_indptr / mask_indptr): such a request gets
+ * NaN and none of its indices or mask bytes are read. Bounding every range by its array's last
+ * entry (indptr[bs], mask_indptr[bs]) keeps every read inside the arrays the caller described.
+ * An extend prefix is capped below 2^31 - 2^8 keys so key positions stay in 32 bits (v7). */
 __device__ __forceinline__ bool vattn_request_range(const VattnParams &p, int b, int64_t *start,
-                                                    int64_t *kv_len)
+                                                    int64_t *kv_len, int64_t *prefix)
 {
-    int64_t s = p.indptr[b], e = p.indptr[b + 1], total = p.indptr[p.bs];
+    const int64_t s = p.indptr[b], e = p.indptr[b + 1], total = p.indptr[p.bs];
+    bool ok = p.indptr[0] == 0 && s >= 0 && e >= s && e <= total;
     *start = s;
-    *kv_len = e - s;
-    return p.indptr[0] == 0 && s >= 0 && e >= s && e <= total && e - s >= p.q_len;
+    if (!p.ext) {
+        *kv_len = e - s;
+        *prefix = e - s - p.q_len;
+        return ok && e - s >= p.q_len;
+    }
+    *prefix = e - s;
+    *kv_len = e - s + p.q_len;
+    ok = ok && e - s < ((int64_t)1 << 31) - 256 && p.qo_indptr[b] == (int64_t)b * p.q_len &&
+         p.qo_indptr[b + 1] == (int64_t)(b + 1) * p.q_len;
+    if (ok && p.cmask) {
+        const int64_t m0 = p.mask_indptr[b], m1 = p.mask_indptr[b + 1], mend = p.mask_indptr[p.bs];
+        ok = m0 >= 0 && m1 >= m0 && m1 - m0 >= (int64_t)p.q_len * *kv_len && m1 <= mend;
+    }
+    return ok;
 }
 
-/* Draft key jj visible to draft query i of request b. */
-__device__ __forceinline__ bool vattn_visible(const VattnParams &p, int b, int i, int64_t jj)
+/* The mask source: draft key jj is visible to draft query i of a request iff
+ * rows[i * stride + jj] != 0, or jj <= i (causal) when rows is NULL. vattn_verify:
+ * visibility[b] ([q_len][q_len]); vattn_extend: custom_mask from mask_indptr[b], rows of
+ * prefix + q_len entries of which only the draft columns (from `prefix` on) are read. Only for a
+ * request vattn_request_range accepted. */
+struct VattnMask {
+    const uint8_t *rows;
+    int64_t stride;
+};
+
+__device__ __forceinline__ VattnMask vattn_mask(const VattnParams &p, int b, int64_t prefix)
 {
-    if (!p.vis)
+    VattnMask m;
+    if (p.ext) {
+        m.stride = prefix + p.q_len;
+        m.rows = p.cmask ? p.cmask + p.mask_indptr[b] + prefix : nullptr;
+    } else {
+        m.stride = p.q_len;
+        m.rows = p.vis ? p.vis + (int64_t)b * p.q_len * p.q_len : nullptr;
+    }
+    return m;
+}
+
+__device__ __forceinline__ bool vattn_visible(const uint8_t *rows, int64_t stride, int i, int64_t jj)
+{
+    if (!rows)
         return jj <= i;
-    return p.vis[((int64_t)b * p.q_len + i) * p.q_len + jj] != 0;
+    return rows[(int64_t)i * stride + jj] != 0;
+}
+
+/* The key source for draft keys of the extend convention: row d of request b in kext. */
+__device__ __forceinline__ const uint16_t *vattn_draft_row(const VattnParams &p, int b, int64_t d)
+{
+    return p.kext + ((int64_t)b * p.q_len + d) * p.kext_stride;
 }
 
 /* ------------------------------------------------------------ fast-kernel tiles ---- */
@@ -120,9 +180,11 @@ __device__ __forceinline__ void vattn_split_range(int64_t kv_len, int sp, int ns
 
 /* The keys block (row chunk, split sp, request b) of a fast kernel works on: ok = the request's
  * range is valid; [key_begin, key_end) = split sp of it (empty for a bad request, which reads
- * nothing); prefix = keys before the draft block; ntiles = BN-key tiles of the split. */
+ * nothing); prefix = keys before the draft block; idx_end = keys before it have a kv_indices
+ * entry (key_end for vattn_verify, at most prefix for vattn_extend); ntiles = BN-key tiles of
+ * the split. */
 struct VattnBlockKeys {
-    int64_t start, prefix, key_begin, key_end;
+    int64_t start, prefix, key_begin, key_end, idx_end;
     int ntiles;
     bool ok;
 };
@@ -131,11 +193,11 @@ __device__ __forceinline__ VattnBlockKeys vattn_block_keys(const VattnParams &p,
 {
     VattnBlockKeys k;
     int64_t kv_len = 0;
-    k.ok = vattn_request_range(p, b, &k.start, &kv_len);
-    k.prefix = kv_len - p.q_len;
+    k.ok = vattn_request_range(p, b, &k.start, &kv_len, &k.prefix);
     k.key_begin = k.key_end = 0;
     if (k.ok)
         vattn_split_range(kv_len, sp, p.nsplit, &k.key_begin, &k.key_end);
+    k.idx_end = p.ext && k.prefix < k.key_end ? k.prefix : k.key_end;
     k.ntiles = k.key_end > k.key_begin ? (int)((k.key_end - k.key_begin + BN - 1) / BN) : 0;
     return k;
 }
@@ -188,64 +250,71 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int sr
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n"); }
 
-/* Draft keys of request b that no query with a row in block row chunk mc (bm rows) sees:
- * hidden[d] = 1 for draft key d (warp 0 writes all VATTN_MAX_Q_LEN entries, 0 when the block's
- * split holds no draft key). The slot ring drops them (vattn_checked_slot): their rows are
- * zero-filled, never read. Why: such a key has P = 0 in every row of the block, but mma.sync
- * computes 0 * V, so an Inf / NaN V row (a draft slot the caller never wrote) would turn the
- * outputs into NaN where the reference skips the key. For finite V it changes nothing but
- * possibly the sign of an exact zero (O gains 0 * 0 instead of 0 * V; the key's S is masked to
- * -inf in every row of the block whatever K holds). Queries of one block
- * that differ in what they see still share the tile: a key seen by one query of the block is
- * loaded for all. A byte per key, not a bit mask: one LDS.U8 in the ring, no 64-bit shifts
- * (v7 runs at the register limit). */
-__device__ __forceinline__ void vattn_hidden_drafts(const VattnParams &p, uint8_t *hidden, int b, int mc, int bm,
-                                                    bool has_draft, int lane)
+/* Draft keys of request b that no query with a row in block row chunk mc (bm rows) sees
+ * (mask: the request's mask source, vattn_mask): hidden[d] = 1 for draft key d (warp 0 writes
+ * all VATTN_MAX_Q_LEN entries, 0 when the block's split holds no draft key). The slot ring
+ * drops them (vattn_checked_row): their rows are zero-filled, never read. Why: such a key has
+ * P = 0 in every row of the block, but mma.sync computes 0 * V, so an Inf / NaN V row (a draft
+ * slot the caller never wrote) would turn the outputs into NaN where the reference skips the
+ * key. For finite V it changes nothing but possibly the sign of an exact zero (O gains 0 * 0
+ * instead of 0 * V; the key's S is masked to -inf in every row of the block whatever K holds).
+ * Queries of one block that differ in what they see still share the tile: a key seen by one
+ * query of the block is loaded for all. A byte per key, not a bit mask: one LDS.U8 in the
+ * ring, no 64-bit shifts (v7 runs at the register limit). */
+__device__ __forceinline__ void vattn_hidden_drafts(const VattnParams &p, uint8_t *hidden, VattnMask mask, int mc,
+                                                    int bm, bool has_draft, int lane)
 {
     bool seen0 = false, seen1 = false; /* draft keys lane, lane + 32 seen by a query of the block */
     if (has_draft) { /* uniform over the warp */
         const int r0 = mc * bm, r1 = min(p.M, r0 + bm) - 1;
-        /* no early exit: the visibility loads of several queries are in flight together (this
+        /* no early exit: the mask loads of several queries are in flight together (this
          * runs in the block's prologue, on the path to the first tile) */
 #pragma unroll 4
         for (int i = r0 / p.H; i <= r1 / p.H; i++) {
-            seen0 |= lane < p.q_len && vattn_visible(p, b, i, lane);
-            seen1 |= lane + 32 < p.q_len && vattn_visible(p, b, i, lane + 32);
+            seen0 |= lane < p.q_len && vattn_visible(mask.rows, mask.stride, i, lane);
+            seen1 |= lane + 32 < p.q_len && vattn_visible(mask.rows, mask.stride, i, lane + 32);
         }
     }
     hidden[lane] = has_draft && lane < p.q_len && !seen0;
     hidden[lane + 32] = has_draft && lane + 32 < p.q_len && !seen1;
 }
 
-/* Slot of a raw kv_indices entry v for the slot ring, key `key` counted from the same origin
- * as key_end and prefix: -1 (zero-fill) past the split's end, for a slot outside the pool
- * (which also raises sm.bad: the request becomes NaN; checked first, so a bad slot is found
- * even when hidden) and for a draft key in sm.hidden (vattn_hidden_drafts). */
+/* The key source of the slot ring: the cache row of key `key` of request b (counted from the
+ * same origin as key_end and prefix), v = its raw kv_indices entry (ignored where the key has
+ * none: a draft key of vattn_extend, whose row is in kext). NULL (zero-fill) past the split's
+ * end, for a slot outside the pool (which also raises sm.bad: the request becomes NaN; checked
+ * first, so a bad slot is found even when hidden) and for a draft key in sm.hidden
+ * (vattn_hidden_drafts). The ring holds row addresses, so the loaders never ask where a key
+ * lives. */
 template <class Smem, class I>
-__device__ __forceinline__ int64_t vattn_checked_slot(const VattnParams &p, Smem &sm, int64_t v, I key,
-                                                      I key_end, I prefix)
+__device__ __forceinline__ const uint16_t *vattn_checked_row(const VattnParams &p, Smem &sm, int64_t v, I key,
+                                                             I key_end, I prefix, int b)
 {
     if (key >= key_end)
-        return -1;
+        return nullptr;
+    const I d = key - prefix; /* < q_len <= 64: key < key_end <= prefix + q_len */
+    if (p.ext && d >= 0)
+        return sm.hidden[d] ? nullptr : vattn_draft_row(p, b, d);
     if (v < 0 || v >= p.num_slots) {
         sm.bad = 1;
-        return -1;
+        return nullptr;
     }
-    const I d = key - prefix; /* < q_len <= 64: key < key_end <= prefix + q_len */
     if (d >= 0 && sm.hidden[d])
-        return -1;
-    return v;
+        return nullptr;
+    return p.kv + v * p.kv_stride;
 }
 
-/* Slot of key `key` of the request for the slot ring (vattn_checked_slot). The ring is filled
- * two tiles ahead by warp 0 so no cp.async waits on a kv_indices load. */
+/* Row of key `key` of the request for the slot ring (vattn_checked_row), its kv_indices entry
+ * read here when key < idx_end (VattnBlockKeys). The ring is filled two tiles ahead by warp 0
+ * so no cp.async waits on a kv_indices load. */
 template <class Smem>
-__device__ __forceinline__ int64_t vattn_ring_slot(const VattnParams &p, Smem &sm, int64_t start,
-                                                   int64_t key, int64_t key_end, int64_t prefix)
+__device__ __forceinline__ const uint16_t *vattn_ring_row(const VattnParams &p, Smem &sm, int64_t start, int64_t key,
+                                                          int64_t key_end, int64_t idx_end, int64_t prefix, int b)
 {
     if (key >= key_end)
-        return -1;
-    return vattn_checked_slot(p, sm, vattn_slot(p, start + key), key, key_end, prefix);
+        return nullptr;
+    const int64_t v = key < idx_end ? vattn_slot(p, start + key) : 0;
+    return vattn_checked_row(p, sm, v, key, key_end, prefix, b);
 }
 
 /* O[MT m-tiles from row0][NT n8 tiles] *= alpha of each row (alpha: smem, one per block row). */

@@ -28,13 +28,14 @@ struct FastSmem {
     float red[4][BM][RED_PITCH];   /* S partials of the 4 k-quarters, summed in fixed order */
     uint16_t p[BM][P_PITCH];       /* P in the input dtype, A operand of O += P V */
     float m[BM], l[BM], alpha[BM]; /* online-softmax state (m in log2 units) */
-    int64_t slots[4][BN];          /* slot ring: tile t's rows in slots[t & 3], -1 = zero-fill */
+    const uint16_t *rows[4][BN];   /* slot ring: tile t's cache rows in rows[t & 3], NULL = zero-fill */
+    VattnMask mask;                /* the request's mask source (vattn_mask) */
     int bad;
     uint8_t hidden[VATTN_MAX_Q_LEN]; /* draft keys no row of the block sees (vattn_hidden_drafts) */
 };
 
 /* Issues the cp.async copies of KV tile `tile` into `stage` from the slot ring; rows without
- * a slot are zero-filled from a valid address (the pool's row 0). */
+ * an address are zero-filled from a valid one (the pool's row 0). */
 template <class Smem>
 __device__ __forceinline__ void vattn_load_tile(const VattnParams &p, Smem &sm, int stage,
                                                 int tile, int tid)
@@ -42,9 +43,8 @@ __device__ __forceinline__ void vattn_load_tile(const VattnParams &p, Smem &sm, 
 #pragma unroll
     for (int k = 0; k < BN * CHUNKS_PER_ROW / NTHREADS; k++) {
         const int c = tid + k * NTHREADS, row = c / CHUNKS_PER_ROW, col = c % CHUNKS_PER_ROW;
-        const int64_t slot = sm.slots[tile & 3][row];
-        const uint16_t *src = slot >= 0 ? p.kv + slot * p.kv_stride + col * 8 : p.kv;
-        cp_async16(smem_u32(&sm.kv[stage][row][col * 8]), src, slot >= 0 ? 16 : 0);
+        const uint16_t *krow = sm.rows[tile & 3][row];
+        cp_async16(smem_u32(&sm.kv[stage][row][col * 8]), krow ? krow + col * 8 : p.kv, krow ? 16 : 0);
     }
 }
 
@@ -59,6 +59,7 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast_kernel(VattnParams p)
     const int kq = warp & 3, nh = warp >> 2; /* S product: k-quarter, key half */
     const VattnBlockKeys bk = vattn_block_keys(p, b, sp);
     const int64_t start = bk.start, prefix = bk.prefix, key_begin = bk.key_begin, key_end = bk.key_end;
+    const int64_t idx_end = bk.idx_end;
     const int ntiles = bk.ntiles;
     const bool ok = bk.ok;
 
@@ -68,15 +69,19 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast_kernel(VattnParams p)
     }
     if (tid == 0)
         sm.bad = !ok;
-    if (warp == 0)
-        vattn_hidden_drafts(p, sm.hidden, b, mc, BM, ntiles > 0 && key_end > prefix, lane);
+    if (warp == 0) {
+        const VattnMask mask = ok ? vattn_mask(p, b, prefix) : VattnMask{nullptr, 0};
+        if (lane == 0)
+            sm.mask = mask;
+        vattn_hidden_drafts(p, sm.hidden, mask, mc, BM, ntiles > 0 && key_end > prefix, lane);
+    }
     __syncthreads();
     /* slot ring prologue: tiles 0 and 1 into smem, tile 2 in a register (warp 0) */
-    int64_t pref = -1;
+    const uint16_t *pref = nullptr;
     if (warp == 0) {
-        sm.slots[0][lane] = vattn_ring_slot(p, sm, start, key_begin + lane, key_end, prefix);
-        sm.slots[1][lane] = vattn_ring_slot(p, sm, start, key_begin + BN + lane, key_end, prefix);
-        pref = vattn_ring_slot(p, sm, start, key_begin + 2 * BN + lane, key_end, prefix);
+        sm.rows[0][lane] = vattn_ring_row(p, sm, start, key_begin + lane, key_end, idx_end, prefix, b);
+        sm.rows[1][lane] = vattn_ring_row(p, sm, start, key_begin + BN + lane, key_end, idx_end, prefix, b);
+        pref = vattn_ring_row(p, sm, start, key_begin + 2 * BN + lane, key_end, idx_end, prefix, b);
     }
     __syncthreads();
     if (ntiles > 0) {
@@ -130,16 +135,16 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast_kernel(VattnParams p)
         /* ring: tile j+2's slots (loaded one tile ago) go to smem, read after the next
          * barrier; tile j+3's load is issued now and has a whole tile to arrive */
         if (warp == 0) {
-            sm.slots[(j + 2) & 3][lane] = pref;
+            sm.rows[(j + 2) & 3][lane] = pref;
             /* and tile j+2's rows start their way into L2 now: with only two smem stages
              * (the 99 KB limit) this is what keeps a second tile of HBM reads in flight */
-            if (pref >= 0) {
-                const char *row = reinterpret_cast<const char *>(p.kv + pref * p.kv_stride);
+            if (pref) {
+                const char *row = reinterpret_cast<const char *>(pref);
 #pragma unroll
                 for (int ln = 0; ln < QK * 2 / 128 + 1; ln++)
                     asm volatile("prefetch.global.L2 [%0];\n" ::"l"(row + min(ln * 128, QK * 2 - 1)));
             }
-            pref = vattn_ring_slot(p, sm, start, key_begin + (int64_t)(j + 3) * BN + lane, key_end, prefix);
+            pref = vattn_ring_row(p, sm, start, key_begin + (int64_t)(j + 3) * BN + lane, key_end, idx_end, prefix, b);
         }
 
         /* S partial = Q[:, kq-quarter] . K[nh-half keys, kq-quarter]^T */
@@ -188,7 +193,7 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast_kernel(VattnParams p)
                 const int64_t key = kt0 + e;
                 bool vis = key < key_end;
                 if (vis && key >= prefix)
-                    vis = vattn_visible(p, b, si, key - prefix);
+                    vis = vattn_visible(sm.mask.rows, sm.mask.stride, si, key - prefix);
                 s[e] = vis ? v * p.scale_log2 : -INFINITY;
                 tmax = fmaxf(tmax, s[e]);
             }

@@ -57,13 +57,14 @@ __device__ __forceinline__ void cp_async4(uint32_t dst, const void *src, int src
 }
 
 /* Warp 0, lane = key of tile `tile`: its raw kv_indices entry starts its way into
- * sm.idx[buf][lane] (no register waits on it); past key_end nothing is read. */
+ * sm.idx[buf][lane] (no register waits on it); from idx_end on (past the split, or a draft key
+ * of vattn_extend, which has no entry) nothing is read. */
 template <class Smem>
 __device__ __forceinline__ void vattn_idx_async(const VattnParams &p, Smem &sm, int buf, int64_t start,
-                                                int64_t key_begin, int tile, int64_t key_end, int lane)
+                                                int64_t key_begin, int tile, int64_t idx_end, int lane)
 {
     const int64_t key = key_begin + (int64_t)tile * BN + lane;
-    const bool in = key < key_end;
+    const bool in = key < idx_end;
     const uint32_t dst = smem_u32(&sm.idx[buf][lane]);
     if (p.idx64)
         cp_async8(dst, reinterpret_cast<const int64_t *>(p.indices) + (in ? start + key : 0), in ? 8 : 0);
@@ -77,22 +78,22 @@ template <class Smem> __device__ __forceinline__ uint16_t *vattn_p7(Smem &sm, in
     return reinterpret_cast<uint16_t *>(&sm.red[row][0]) + 8 * ((row >> 2) & 1) + col;
 }
 
-/* Slot of key `lane` of a tile from its landed raw index (vattn_checked_slot: -1 past key_end,
- * outside the pool (which also marks the request bad) or a hidden draft key); key, key_end and
- * prefix relative to the split's first key. */
+/* Cache row of key `lane` of a tile from its landed raw index (vattn_checked_row: NULL past
+ * key_end, outside the pool (which also marks the request bad) or a hidden draft key); key,
+ * key_end and prefix relative to the split's first key. */
 template <class Smem>
-__device__ __forceinline__ int64_t vattn_idx_slot(const VattnParams &p, Smem &sm, int buf, int key, int key_end,
-                                                  int prefix, int lane)
+__device__ __forceinline__ const uint16_t *vattn_idx_row(const VattnParams &p, Smem &sm, int buf, int key,
+                                                         int key_end, int prefix, int b, int lane)
 {
     int64_t v = p.idx64 ? sm.idx[buf][lane] : (int64_t)(int32_t)sm.idx[buf][lane];
-    return vattn_checked_slot(p, sm, v, key, key_end, prefix);
+    return vattn_checked_row(p, sm, v, key, key_end, prefix, b);
 }
 
-__device__ __forceinline__ void vattn_prefetch_row_l2(const VattnParams &p, int64_t slot)
+__device__ __forceinline__ void vattn_prefetch_row_l2(const uint16_t *krow)
 {
-    if (slot < 0)
+    if (!krow)
         return;
-    const char *row = reinterpret_cast<const char *>(p.kv + slot * p.kv_stride);
+    const char *row = reinterpret_cast<const char *>(krow);
 #pragma unroll
     for (int ln = 0; ln < QK * 2 / 128 + 1; ln++)
         asm volatile("prefetch.global.L2 [%0];\n" ::"l"(row + min(ln * 128, QK * 2 - 1)));
@@ -122,9 +123,11 @@ struct FastSmem7 {
     float red[BM7][RED_PITCH];
     uint16_t qr[BM7][QR_PITCH];   /* Q rope columns (512..575): read by ldmatrix, saves 8 regs */
     float alpha[BM7], m[BM7], l[BM7]; /* m, l: final values only, for the epilogue */
-    int64_t slots[4][BN];         /* slot ring (warp 0 writes tile j+2 during tile j) */
+    const uint16_t *rows[4][BN];  /* slot ring: cache rows, NULL = zero-fill (warp 0 writes tile j+2 during tile j) */
     int64_t idx[IDX_RING][BN];    /* raw kv_indices in flight */
     int64_t ibase;                /* kv_indices position of the split's first key (warp 0's) */
+    int iend;                     /* keys before it (split-relative) have a kv_indices entry */
+    VattnMask mask;               /* the request's mask source (vattn_mask) */
     uint64_t full[2];             /* stage landed: 128 asynchronous arrivals (group 1's copies) */
     uint64_t empty[2];            /* group 0 done with the stage: 128 arrivals */
     int bad;
@@ -211,9 +214,9 @@ __device__ __forceinline__ void v7_load_tile(const VattnParams &p, FastSmem7 &sm
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int row = (t >> 3) + 16 * h;
-        const int64_t slot = sm.slots[tile & 3][row];
-        const uint16_t *src = (slot >= 0 ? p.kv + slot * p.kv_stride : p.kv) + c0 * 8;
-        const int n = slot >= 0 ? 16 : 0;
+        const uint16_t *krow = sm.rows[tile & 3][row];
+        const uint16_t *src = (krow ? krow : p.kv) + c0 * 8;
+        const int n = krow ? 16 : 0;
         const uint32_t dst = smem_u32(&sm.kv[stage][0][0]) + v7_swz(row, c0);
 #pragma unroll
         for (int i = 0; i < CHUNKS_PER_ROW / 8; i++)
@@ -245,6 +248,7 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
     if (tid == 0) {
         sm.bad = !ok;
         sm.ibase = start + key_begin;
+        sm.iend = (int)(bk.idx_end - key_begin); /* 32 bits like rel_end (below); < 0: no entry in the split */
         mbar_init(&sm.full[0], 128);
         mbar_init(&sm.full[1], 128);
         mbar_init(&sm.empty[0], 128);
@@ -259,13 +263,17 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
                                                  (r % p.H) * p.q_sh + DV + col);
         *reinterpret_cast<uint4 *>(&sm.qr[row][col]) = v;
     }
-    if (warp == 0)
-        vattn_hidden_drafts(p, sm.hidden, b, mc, BM7, ntiles > 0 && key_end > prefix, lane);
+    if (warp == 0) {
+        const VattnMask mask = ok ? vattn_mask(p, b, prefix) : VattnMask{nullptr, 0};
+        if (lane == 0)
+            sm.mask = mask;
+        vattn_hidden_drafts(p, sm.hidden, mask, mc, BM7, ntiles > 0 && key_end > prefix, lane);
+    }
     __syncthreads();
     if (warp == 0) {
-        sm.slots[0][lane] = vattn_ring_slot(p, sm, start, key_begin + lane, key_end, prefix);
-        sm.slots[1][lane] = vattn_ring_slot(p, sm, start, key_begin + BN + lane, key_end, prefix);
-        vattn_idx_async(p, sm, 2, start, key_begin, 2, key_end, lane);
+        sm.rows[0][lane] = vattn_ring_row(p, sm, start, key_begin + lane, key_end, bk.idx_end, prefix, b);
+        sm.rows[1][lane] = vattn_ring_row(p, sm, start, key_begin + BN + lane, key_end, bk.idx_end, prefix, b);
+        vattn_idx_async(p, sm, 2, start, key_begin, 2, bk.idx_end, lane);
         cp_async_commit();
     }
     __syncthreads(); /* slots of tiles 0, 1 and the mbarrier inits visible */
@@ -314,11 +322,11 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
                  * the tile after its P V of tile j) and its rows start into L2; tile j+3's
                  * indices are requested */
                 cp_async_wait_all();
-                const int64_t s2 =
-                    vattn_idx_slot(p, sm, (j + 2) % IDX_RING, lane + (j + 2) * BN, rel_end, rel_pre, lane);
-                sm.slots[(j + 2) & 3][lane] = s2;
-                vattn_prefetch_row_l2(p, s2);
-                vattn_idx_async(p, sm, (j + 3) % IDX_RING, sm.ibase, 0, j + 3, rel_end, lane);
+                const uint16_t *r2 =
+                    vattn_idx_row(p, sm, (j + 2) % IDX_RING, lane + (j + 2) * BN, rel_end, rel_pre, b, lane);
+                sm.rows[(j + 2) & 3][lane] = r2;
+                vattn_prefetch_row_l2(r2);
+                vattn_idx_async(p, sm, (j + 3) % IDX_RING, sm.ibase, 0, j + 3, sm.iend, lane);
                 cp_async_commit();
             }
         }
@@ -396,7 +404,7 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
                     bool vis = kk < lim_end;
                     if (vis && kk >= lim_pre) {
                         const int r = mc * BM7 + Rw;
-                        vis = vattn_visible(p, b, r < p.M ? r / p.H : 0, kk - lim_pre);
+                        vis = vattn_visible(sm.mask.rows, sm.mask.stride, r < p.M ? r / p.H : 0, kk - lim_pre);
                     }
                     if (!vis)
                         s[nt][e] = -INFINITY;

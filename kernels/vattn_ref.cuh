@@ -5,6 +5,8 @@
  * trust, not fast: it checks the fast kernels on the device. Like the CPU library it skips
  * every key a query does not see (never reads its V), and like the fast kernels it
  * range-checks every slot of the request, visible or not (a bad one makes the request NaN).
+ * Both conventions (vattn_verify_reference, vattn_extend_reference): keys and mask come from
+ * the key / mask sources of vattn_common.cuh.
  */
 #ifndef VATTN_REF_CUH
 #define VATTN_REF_CUH
@@ -19,14 +21,14 @@ template <int FP16> __global__ void __launch_bounds__(REF_THREADS) vattn_ref_ker
 {
     __shared__ float qs[QK];
     __shared__ float ps[REF_THREADS];
-    __shared__ int64_t slots[REF_THREADS];
+    __shared__ const uint16_t *rows[REF_THREADS]; /* cache row of each key of the chunk, NULL = skipped */
     __shared__ float red[REF_THREADS];
     __shared__ int bad;
     const int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x;
     const int b = t / p.q_len, i = t % p.q_len;
-    int64_t start, kv_len;
-    const bool ok = vattn_request_range(p, b, &start, &kv_len);
-    const int64_t prefix = kv_len - p.q_len;
+    int64_t start, kv_len, prefix;
+    const bool ok = vattn_request_range(p, b, &start, &kv_len, &prefix);
+    const VattnMask mask = ok ? vattn_mask(p, b, prefix) : VattnMask{nullptr, 0};
     uint16_t *o = p.o + t * p.o_st + h * p.o_sh;
     if (tid == 0)
         bad = !ok;
@@ -37,18 +39,17 @@ template <int FP16> __global__ void __launch_bounds__(REF_THREADS) vattn_ref_ker
     for (int64_t base = 0; ok && base < kv_len; base += REF_THREADS) {
         const int64_t j = base + tid;
         float s = -INFINITY;
-        int64_t slot = -1;
+        const uint16_t *k = nullptr;
         if (j < kv_len) {
             /* every slot of the request is range-checked, visible or not, as the fast kernel
-             * loads them all */
-            slot = vattn_slot(p, start + j);
-            if (slot < 0 || slot >= p.num_slots) {
+             * loads them all; a draft key of vattn_extend has none (its row is in kext) */
+            const bool draft = j >= prefix, ext_draft = p.ext && draft;
+            const int64_t slot = ext_draft ? 0 : vattn_slot(p, start + j);
+            if (!ext_draft && (slot < 0 || slot >= p.num_slots))
                 bad = 1;
-                slot = -1;
-            } else if (j >= prefix && !vattn_visible(p, b, i, j - prefix)) {
-                slot = -1;
-            } else {
-                const uint16_t *k = p.kv + slot * p.kv_stride;
+            else if (!draft || vattn_visible(mask.rows, mask.stride, i, j - prefix))
+                k = ext_draft ? vattn_draft_row(p, b, j - prefix) : p.kv + slot * p.kv_stride;
+            if (k) {
                 float d = 0.0f;
                 for (int c = 0; c < QK; c++)
                     d += qs[c] * vattn_ld<FP16>(k[c]);
@@ -66,9 +67,9 @@ template <int FP16> __global__ void __launch_bounds__(REF_THREADS) vattn_ref_ker
         const float m_new = fmaxf(m, red[0]);
         const float m_use = m_new == -INFINITY ? 0.0f : m_new;
         __syncthreads();
-        const float pj = slot >= 0 ? expf(s - m_use) : 0.0f;
+        const float pj = k ? expf(s - m_use) : 0.0f;
         ps[tid] = pj;
-        slots[tid] = slot;
+        rows[tid] = k;
         red[tid] = pj;
         __syncthreads();
         for (int w = REF_THREADS / 2; w > 0; w >>= 1) {
@@ -83,9 +84,9 @@ template <int FP16> __global__ void __launch_bounds__(REF_THREADS) vattn_ref_ker
         m = m_new;
         const int n = kv_len - base < REF_THREADS ? (int)(kv_len - base) : REF_THREADS;
         for (int jj = 0; jj < n; jj++) {
-            if (slots[jj] < 0)
+            const uint16_t *v = rows[jj];
+            if (!v)
                 continue;
-            const uint16_t *v = p.kv + slots[jj] * p.kv_stride;
             acc0 += ps[jj] * vattn_ld<FP16>(v[tid]);
             acc1 += ps[jj] * vattn_ld<FP16>(v[tid + REF_THREADS]);
         }

@@ -11,8 +11,11 @@
  *   vattn_combine.cuh   vattn_combine_kernel: merges split-K partials in split order
  *   vattn_common.cuh    device helpers shared by all of them
  * The call allocates nothing and never synchronises the host: legal under graph capture.
- * Invalid device data (kv_len < q_len, a bad kv_indptr, a slot outside [0, num_slots))
- * turns that request's outputs into NaN; no out-of-bounds address is ever formed.
+ * Invalid device data (kv_len < q_len, a bad kv_indptr, a slot outside [0, num_slots); for
+ * vattn_extend also qo_indptr[b] != b * q_len or a short / out-of-range mask_indptr) turns that
+ * request's outputs into NaN; no out-of-bounds address is ever formed.
+ * vattn_verify and vattn_extend differ only in the parameter block they fill (vattn_params):
+ * the plan, the kernels and their launches are the same code.
  * Dev build (-DVATTN_DEV, build/tests/libverify_attn_dev.so for the dev harness and tests):
  * VATTN_VARIANT=3|7 and VATTN_FORCE_NSPLIT=n are read per call; the production library reads
  * no environment.
@@ -42,6 +45,18 @@ int vattn_cuda_fail(cudaError_t e, const char *what)
                                                                         : VATTN_ERR_CUDA;
 }
 
+/* The sizes that decide the plan, read alike from either convention's struct: the same
+ * sizes give the same grid, split partition and workspace, hence the same bits. */
+struct VattnSizes {
+    int bs, q_len, H;
+    int64_t num_slots, max_kv_len;
+};
+
+template <class Args> VattnSizes vattn_sizes(const Args *a)
+{
+    return VattnSizes{a->bs, a->q_len, a->num_heads, a->num_slots, a->max_kv_len};
+}
+
 /* The fast kernel's grid for these sizes. Workspace and launch both come from here, so the
  * split count seen by vattn_workspace_size() is the one the call uses on the same device. */
 struct FastPlan {
@@ -53,14 +68,14 @@ struct FastPlan {
 /* Kernel variant for these sizes: v7 (64 rows per block) once a request has more than 32
  * (token, head) rows, v3 below that (a 64-row block would be mostly padding).
  * Dev build only: VATTN_VARIANT=3|7 (read per call, like VATTN_FORCE_NSPLIT) forces one. */
-int vattn_variant(const vattn_args *a)
+int vattn_variant(const VattnSizes &a)
 {
 #ifdef VATTN_DEV
     const char *force = getenv("VATTN_VARIANT");
     if (force && (atoi(force) == 3 || atoi(force) == 7))
         return atoi(force);
 #endif
-    return a->q_len * a->num_heads > BM ? 7 : 3;
+    return a.q_len * a.H > BM ? 7 : 3;
 }
 
 /* SMs of the current device, asked once per device (an attribute query per call is host
@@ -87,10 +102,10 @@ int vattn_sm_count(void)
     return n;
 }
 
-FastPlan vattn_plan(const vattn_args *a, int sms)
+FastPlan vattn_plan(const VattnSizes &a, int sms)
 {
     FastPlan pl;
-    const int M = a->q_len * a->num_heads;
+    const int M = a.q_len * a.H;
     pl.variant = vattn_variant(a);
     const int bm = pl.variant == 3 ? BM : BM7;
     pl.mchunks = (M + bm - 1) / bm;
@@ -98,12 +113,12 @@ FastPlan vattn_plan(const vattn_args *a, int sms)
     /* The hint caps the split count (no point splitting 100 keys 30 ways); without one the
      * grid is sized for the GPU alone. Never num_slots: a replay that remaps the pool must get
      * the same partition, hence the same bits. */
-    int64_t maxkv = a->max_kv_len > 0 ? a->max_kv_len : (int64_t)COMBINE_MAX_SPLITS * BN;
-    if (maxkv < a->q_len)
-        maxkv = a->q_len;
+    int64_t maxkv = a.max_kv_len > 0 ? a.max_kv_len : (int64_t)COMBINE_MAX_SPLITS * BN;
+    if (maxkv < a.q_len)
+        maxkv = a.q_len;
     const int64_t tiles = (maxkv + BN - 1) / BN;
     /* one block per SM (90-99 KB smem, 256 threads of 230+ regs): fill one wave */
-    int64_t blocks = (int64_t)a->bs * pl.mchunks;
+    int64_t blocks = (int64_t)a.bs * pl.mchunks;
     int64_t ns = blocks >= sms ? 1 : sms / blocks;
 #ifdef VATTN_DEV
     const char *force = getenv("VATTN_FORCE_NSPLIT"); /* dev harness knob, not ABI */
@@ -121,13 +136,23 @@ FastPlan vattn_plan(const vattn_args *a, int sms)
     if (pl.nsplit < 1)
         pl.nsplit = 1;
     pl.ws_bytes = pl.nsplit == 1 ? 0
-                                 : (size_t)a->bs * pl.nsplit * pl.mpad * (DV * sizeof(float) + sizeof(float2));
+                                 : (size_t)a.bs * pl.nsplit * pl.mpad * (DV * sizeof(float) + sizeof(float2));
     return pl;
 }
 
-VattnParams vattn_params(const vattn_args *a)
+/* Workspace bytes for these sizes, (size_t)-1 when they are invalid (both conventions). */
+size_t vattn_ws_bytes(const VattnSizes &a)
 {
-    VattnParams p;
+    if (a.bs < 1 || a.q_len < 1 || a.q_len > VATTN_MAX_Q_LEN || a.H < 1 || a.H > VATTN_MAX_HEADS ||
+        a.num_slots < 1 || a.max_kv_len < 0)
+        return (size_t)-1;
+    return vattn_plan(a, vattn_sm_count()).ws_bytes;
+}
+
+/* The fields both conventions share; the extend-only ones are zero here. */
+template <class Args> VattnParams vattn_params_common(const Args *a)
+{
+    VattnParams p = {};
     p.q = (const uint16_t *)a->q;
     p.q_st = a->q_stride_t;
     p.q_sh = a->q_stride_h;
@@ -136,7 +161,6 @@ VattnParams vattn_params(const vattn_args *a)
     p.indptr = a->kv_indptr;
     p.indices = a->kv_indices;
     p.idx64 = a->index_type == VATTN_INDEX_INT64;
-    p.vis = a->visibility;
     p.o = (uint16_t *)a->o;
     p.o_st = a->o_stride_t;
     p.o_sh = a->o_stride_h;
@@ -148,23 +172,38 @@ VattnParams vattn_params(const vattn_args *a)
     p.num_slots = a->num_slots;
     p.sm_scale = a->sm_scale;
     p.scale_log2 = a->sm_scale * 1.4426950408889634f;
-    p.mchunks = p.nsplit = p.tiles_per_split = p.mpad = 0;
-    p.ws_o = nullptr;
-    p.ws_ml = nullptr;
     return p;
 }
 
-template <int FP16> int vattn_launch_fast(const vattn_args *a, void *ws, cudaStream_t st)
+VattnParams vattn_params(const vattn_args *a)
 {
-    const FastPlan pl = vattn_plan(a, vattn_sm_count());
-    VattnParams p = vattn_params(a);
+    VattnParams p = vattn_params_common(a);
+    p.vis = a->visibility;
+    return p;
+}
+
+VattnParams vattn_params(const vattn_extend_args *a)
+{
+    VattnParams p = vattn_params_common(a);
+    p.ext = 1;
+    p.kext = (const uint16_t *)a->k_extend;
+    p.kext_stride = a->k_extend_stride;
+    p.qo_indptr = a->qo_indptr;
+    p.cmask = a->custom_mask;
+    p.mask_indptr = a->mask_indptr;
+    return p;
+}
+
+template <int FP16> int vattn_launch_fast(const VattnSizes &sz, VattnParams p, void *ws, cudaStream_t st)
+{
+    const FastPlan pl = vattn_plan(sz, vattn_sm_count());
     p.mchunks = pl.mchunks;
     p.nsplit = pl.nsplit;
     p.tiles_per_split = pl.tiles_per_split;
     p.mpad = pl.mpad;
     if (pl.nsplit > 1) {
         p.ws_o = (float *)ws;
-        p.ws_ml = (float2 *)((char *)ws + (size_t)a->bs * pl.nsplit * pl.mpad * DV * sizeof(float));
+        p.ws_ml = (float2 *)((char *)ws + (size_t)sz.bs * pl.nsplit * pl.mpad * DV * sizeof(float));
     }
     cudaError_t e;
     if (pl.variant == 7) {
@@ -172,7 +211,7 @@ template <int FP16> int vattn_launch_fast(const vattn_args *a, void *ws, cudaStr
         e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sizeof(FastSmem7));
         if (e != cudaSuccess)
             return vattn_cuda_fail(e, "cudaFuncSetAttribute(vattn_fast7_kernel)");
-        kern<<<dim3(pl.mchunks, pl.nsplit, a->bs), NTHREADS, sizeof(FastSmem7), st>>>(p);
+        kern<<<dim3(pl.mchunks, pl.nsplit, sz.bs), NTHREADS, sizeof(FastSmem7), st>>>(p);
         if ((e = cudaGetLastError()) != cudaSuccess)
             return vattn_cuda_fail(e, "launch vattn_fast7_kernel");
     } else {
@@ -180,25 +219,24 @@ template <int FP16> int vattn_launch_fast(const vattn_args *a, void *ws, cudaStr
                                  (int)sizeof(FastSmem));
         if (e != cudaSuccess)
             return vattn_cuda_fail(e, "cudaFuncSetAttribute(vattn_fast_kernel)");
-        vattn_fast_kernel<FP16><<<dim3(pl.mchunks, pl.nsplit, a->bs), NTHREADS, sizeof(FastSmem), st>>>(p);
+        vattn_fast_kernel<FP16><<<dim3(pl.mchunks, pl.nsplit, sz.bs), NTHREADS, sizeof(FastSmem), st>>>(p);
         if ((e = cudaGetLastError()) != cudaSuccess)
             return vattn_cuda_fail(e, "launch vattn_fast_kernel");
     }
     if (pl.nsplit > 1) {
         if (pl.nsplit >= COMBINE_WIDE_SPLITS)
-            vattn_combine_kernel<FP16, 4><<<dim3(p.M, a->bs), 512, 0, st>>>(p);
+            vattn_combine_kernel<FP16, 4><<<dim3(p.M, sz.bs), 512, 0, st>>>(p);
         else
-            vattn_combine_kernel<FP16, 1><<<dim3(p.M, a->bs), 128, 0, st>>>(p);
+            vattn_combine_kernel<FP16, 1><<<dim3(p.M, sz.bs), 128, 0, st>>>(p);
         if ((e = cudaGetLastError()) != cudaSuccess)
             return vattn_cuda_fail(e, "launch vattn_combine_kernel");
     }
     return VATTN_OK;
 }
 
-template <int FP16> int vattn_launch_ref(const vattn_args *a, cudaStream_t st)
+template <int FP16> int vattn_launch_ref(const VattnSizes &sz, const VattnParams &p, cudaStream_t st)
 {
-    VattnParams p = vattn_params(a);
-    vattn_ref_kernel<FP16><<<dim3(a->num_heads, a->bs * a->q_len), REF_THREADS, 0, st>>>(p);
+    vattn_ref_kernel<FP16><<<dim3(sz.H, sz.bs * sz.q_len), REF_THREADS, 0, st>>>(p);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess)
         return vattn_cuda_fail(e, "launch vattn_ref_kernel");
@@ -215,6 +253,34 @@ int vattn_device_ok(void)
         return vattn_cuda_fail(e, "cudaGetDeviceCount");
     }
     return VATTN_OK;
+}
+
+/* The argument check of each convention (vattn_check.c), with this library's workspace size. */
+int vattn_check(const vattn_args *a, void *ws, size_t wsb)
+{
+    return vattn_check_args_ws(a, ws, wsb, 1, a ? vattn_ws_bytes(vattn_sizes(a)) : (size_t)-1);
+}
+
+int vattn_check(const vattn_extend_args *a, void *ws, size_t wsb)
+{
+    return vattn_check_extend_args_ws(a, ws, wsb, 1, a ? vattn_ws_bytes(vattn_sizes(a)) : (size_t)-1);
+}
+
+/* Every entry point of either convention: the argument check, the device check, then the
+ * fast kernels (fast = 1) or the reference kernel, on the same parameter block. */
+template <class Args> int vattn_run(const Args *a, void *ws, size_t wsb, void *stream, int fast)
+{
+    g_cuda_err[0] = 0;
+    int rc = vattn_check(a, ws, wsb);
+    if (rc || (rc = vattn_device_ok()))
+        return rc;
+    const VattnSizes sz = vattn_sizes(a);
+    const VattnParams p = vattn_params(a);
+    cudaStream_t st = (cudaStream_t)stream;
+    const int fp16 = a->dtype == VATTN_DTYPE_FP16;
+    if (fast)
+        return fp16 ? vattn_launch_fast<1>(sz, p, ws, st) : vattn_launch_fast<0>(sz, p, ws, st);
+    return fp16 ? vattn_launch_ref<1>(sz, p, st) : vattn_launch_ref<0>(sz, p, st);
 }
 
 } /* namespace */
@@ -234,37 +300,36 @@ VATTN_API const char *vattn_last_cuda_error(void) { return g_cuda_err; }
 
 VATTN_API size_t vattn_workspace_size(const vattn_args *a)
 {
-    if (!a || a->bs < 1 || a->q_len < 1 || a->q_len > VATTN_MAX_Q_LEN || a->num_heads < 1 ||
-        a->num_heads > VATTN_MAX_HEADS || a->num_slots < 1 || a->max_kv_len < 0)
-        return (size_t)-1;
-    return vattn_plan(a, vattn_sm_count()).ws_bytes;
+    return a ? vattn_ws_bytes(vattn_sizes(a)) : (size_t)-1;
+}
+
+VATTN_API size_t vattn_extend_workspace_size(const vattn_extend_args *a)
+{
+    return a ? vattn_ws_bytes(vattn_sizes(a)) : (size_t)-1;
 }
 
 VATTN_API int vattn_verify(const vattn_args *a, void *workspace, size_t workspace_bytes,
                            void *stream)
 {
-    g_cuda_err[0] = 0;
-    int rc = vattn_check_args_ws(a, workspace, workspace_bytes, 1, vattn_workspace_size(a));
-    if (rc)
-        return rc;
-    if ((rc = vattn_device_ok()))
-        return rc;
-    cudaStream_t st = (cudaStream_t)stream;
-    return a->dtype == VATTN_DTYPE_FP16 ? vattn_launch_fast<1>(a, workspace, st)
-                                        : vattn_launch_fast<0>(a, workspace, st);
+    return vattn_run(a, workspace, workspace_bytes, stream, 1);
 }
 
 VATTN_API int vattn_verify_reference(const vattn_args *a, void *workspace,
                                      size_t workspace_bytes, void *stream)
 {
-    g_cuda_err[0] = 0;
-    int rc = vattn_check_args_ws(a, workspace, workspace_bytes, 1, vattn_workspace_size(a));
-    if (rc)
-        return rc;
-    if ((rc = vattn_device_ok()))
-        return rc;
-    cudaStream_t st = (cudaStream_t)stream;
-    return a->dtype == VATTN_DTYPE_FP16 ? vattn_launch_ref<1>(a, st) : vattn_launch_ref<0>(a, st);
+    return vattn_run(a, workspace, workspace_bytes, stream, 0);
+}
+
+VATTN_API int vattn_extend(const vattn_extend_args *a, void *workspace, size_t workspace_bytes,
+                           void *stream)
+{
+    return vattn_run(a, workspace, workspace_bytes, stream, 1);
+}
+
+VATTN_API int vattn_extend_reference(const vattn_extend_args *a, void *workspace,
+                                     size_t workspace_bytes, void *stream)
+{
+    return vattn_run(a, workspace, workspace_bytes, stream, 0);
 }
 
 } /* extern "C" */

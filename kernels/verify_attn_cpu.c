@@ -1,8 +1,9 @@
 /*
  * verify_attn_cpu.c — libverify_attn_cpu.so: the verify-attention ABI (verify_attn.h) on host
- * memory. It is the reference that CI, replay on GPU-less machines and the GPU tests compare
- * against, so it favours being obviously right and deterministic: fp32 accumulation, one
- * fixed summation order, single-threaded.
+ * memory, both conventions (vattn_verify, vattn_extend) through one request loop. It is the
+ * reference that CI, replay on GPU-less machines and the GPU tests compare against, so it
+ * favours being obviously right and deterministic: fp32 accumulation, one fixed summation
+ * order, single-threaded.
  *
  * Loop order (speed matters only enough for CI): per request, per KV row in kv_indices order,
  * the row is converted to fp32 once and then every (draft token, head) accumulator of that
@@ -110,12 +111,22 @@ static size_t vattn_cpu_ws_floats(int64_t nq)
     return (size_t)nq * (QK + DV + 2) + QK;
 }
 
+static size_t vattn_cpu_ws_bytes(int bs, int q_len, int heads, int64_t num_slots, int64_t max_kv_len)
+{
+    if (bs < 1 || q_len < 1 || q_len > VATTN_MAX_Q_LEN || heads < 1 || heads > VATTN_MAX_HEADS ||
+        num_slots < 1 || max_kv_len < 0)
+        return (size_t)-1;
+    return vattn_cpu_ws_floats((int64_t)q_len * heads) * sizeof(float);
+}
+
 size_t vattn_workspace_size(const vattn_args *a)
 {
-    if (!a || a->bs < 1 || a->q_len < 1 || a->q_len > VATTN_MAX_Q_LEN || a->num_heads < 1 ||
-        a->num_heads > VATTN_MAX_HEADS || a->num_slots < 1 || a->max_kv_len < 0)
-        return (size_t)-1;
-    return vattn_cpu_ws_floats((int64_t)a->q_len * a->num_heads) * sizeof(float);
+    return a ? vattn_cpu_ws_bytes(a->bs, a->q_len, a->num_heads, a->num_slots, a->max_kv_len) : (size_t)-1;
+}
+
+size_t vattn_extend_workspace_size(const vattn_extend_args *a)
+{
+    return a ? vattn_cpu_ws_bytes(a->bs, a->q_len, a->num_heads, a->num_slots, a->max_kv_len) : (size_t)-1;
 }
 
 /* 8 independent partial sums: a fixed order (deterministic) the compiler can vectorise. */
@@ -133,18 +144,48 @@ static inline float vattn_load(const uint16_t *p, int fp16)
     return fp16 ? vattn_f16_to_f32(*p) : vattn_bf16_to_f32(*p);
 }
 
-static void vattn_cpu_request(const vattn_args *a, int b, const vattn_cpu_ws *w)
+/* One call of either convention, as the request loop sees it: where each key's row lives
+ * (the key source) and which draft keys a query sees (the mask source). vattn_verify: every
+ * key through kv_indices, visibility [bs][q_len][q_len]; vattn_extend (kext != NULL): the
+ * prefix through kv_indices, draft key d of request b = row b * q_len + d of kext, and
+ * SGLang's flattened mask rows (only their draft columns are read). Same loop, same
+ * arithmetic: the same keys in the same order give the same bits in both conventions. */
+typedef struct vattn_cpu_call {
+    int fp16, idx64, bs, q_len, H;
+    float sm_scale;
+    const uint16_t *q, *kv, *kext;
+    int64_t q_st, q_sh, kv_stride, kext_stride;
+    const int32_t *indptr;
+    const void *indices;
+    const uint8_t *vis;      /* vattn_verify: [bs][q_len][q_len] or NULL (causal) */
+    const uint8_t *cmask;    /* vattn_extend: flattened mask rows or NULL (causal) */
+    const int64_t *mask_indptr;
+    uint16_t *o;
+    int64_t o_st, o_sh;
+    float *lse;
+} vattn_cpu_call;
+
+static void vattn_cpu_request(const vattn_cpu_call *a, int b, const vattn_cpu_ws *w)
 {
-    const int fp16 = a->dtype == VATTN_DTYPE_FP16;
-    const int ql = a->q_len, H = a->num_heads, nq = ql * H;
-    const int64_t start = a->kv_indptr[b], kv_len = (int64_t)a->kv_indptr[b + 1] - start;
-    const int64_t prefix = kv_len - ql;
-    const uint16_t *q = (const uint16_t *)a->q, *kv = (const uint16_t *)a->kv_cache;
-    const uint8_t *vis = a->visibility ? a->visibility + (size_t)b * ql * ql : NULL;
+    const int fp16 = a->fp16;
+    const int ql = a->q_len, H = a->H, nq = ql * H;
+    const int64_t start = a->indptr[b], range = (int64_t)a->indptr[b + 1] - start;
+    /* vattn_verify: the range holds every key, the last q_len are the drafts; vattn_extend: the
+     * range is the prefix, the drafts follow from kext */
+    const int64_t kv_len = a->kext ? range + ql : range, prefix = kv_len - ql;
+    const uint8_t *mrow = NULL; /* draft column 0 of query 0's mask row; NULL = causal */
+    int64_t mstride = 0;
+    if (a->kext && a->cmask) {
+        mrow = a->cmask + a->mask_indptr[b] + prefix;
+        mstride = kv_len;
+    } else if (!a->kext && a->vis) {
+        mrow = a->vis + (size_t)b * ql * ql;
+        mstride = ql;
+    }
 
     for (int i = 0; i < ql; i++)
         for (int h = 0; h < H; h++) {
-            const uint16_t *src = q + ((int64_t)b * ql + i) * a->q_stride_t + h * a->q_stride_h;
+            const uint16_t *src = a->q + ((int64_t)b * ql + i) * a->q_st + h * a->q_sh;
             float *dst = w->qf + (size_t)(i * H + h) * QK;
             for (int c = 0; c < QK; c++)
                 dst[c] = vattn_load(src + c, fp16);
@@ -156,16 +197,20 @@ static void vattn_cpu_request(const vattn_args *a, int b, const vattn_cpu_ws *w)
     memset(w->acc, 0, (size_t)nq * DV * sizeof(float));
 
     for (int64_t j = 0; j < kv_len; j++) {
-        int64_t slot = a->index_type == VATTN_INDEX_INT64
-                           ? ((const int64_t *)a->kv_indices)[start + j]
-                           : ((const int32_t *)a->kv_indices)[start + j];
-        const uint16_t *row = kv + slot * a->kv_stride;
+        const uint16_t *row;
+        if (a->kext && j >= prefix) {
+            row = a->kext + ((int64_t)b * ql + (j - prefix)) * a->kext_stride;
+        } else {
+            int64_t slot = a->idx64 ? ((const int64_t *)a->indices)[start + j]
+                                    : ((const int32_t *)a->indices)[start + j];
+            row = a->kv + slot * a->kv_stride;
+        }
         for (int c = 0; c < QK; c++)
             w->krow[c] = vattn_load(row + c, fp16);
         for (int i = 0; i < ql; i++) {
             if (j >= prefix) {
                 int64_t jj = j - prefix; /* draft key index */
-                int visible = vis ? vis[i * ql + jj] != 0 : jj <= i;
+                int visible = mrow ? mrow[i * mstride + jj] != 0 : jj <= i;
                 if (!visible)
                     continue;
             }
@@ -192,7 +237,7 @@ static void vattn_cpu_request(const vattn_args *a, int b, const vattn_cpu_ws *w)
         for (int h = 0; h < H; h++) {
             const int r = i * H + h;
             const int64_t t = (int64_t)b * ql + i;
-            uint16_t *dst = (uint16_t *)a->o + t * a->o_stride_t + h * a->o_stride_h;
+            uint16_t *dst = a->o + t * a->o_st + h * a->o_sh;
             const float *acc = w->acc + (size_t)r * DV;
             const int empty = w->l[r] == 0.0f; /* no visible key */
             const float inv = empty ? 0.0f : 1.0f / w->l[r];
@@ -209,6 +254,31 @@ static void vattn_cpu_request(const vattn_args *a, int b, const vattn_cpu_ws *w)
         }
 }
 
+/* Every request of a checked call, with the workspace carved up per vattn_cpu_ws. */
+static void vattn_cpu_run(const vattn_cpu_call *c, void *workspace)
+{
+    const int64_t nq = (int64_t)c->q_len * c->H;
+    float *base = (float *)workspace;
+    vattn_cpu_ws w = {
+        .qf = base,
+        .acc = base + nq * QK,
+        .m = base + nq * (QK + DV),
+        .l = base + nq * (QK + DV + 1),
+        .krow = base + nq * (QK + DV + 2),
+    };
+    for (int b = 0; b < c->bs; b++)
+        vattn_cpu_request(c, b, &w);
+}
+
+/* The fields both conventions share (the convention-specific ones stay zero). */
+#define VATTN_CPU_CALL_COMMON(a)                                                                \
+    .fp16 = (a)->dtype == VATTN_DTYPE_FP16, .idx64 = (a)->index_type == VATTN_INDEX_INT64,      \
+    .bs = (a)->bs, .q_len = (a)->q_len, .H = (a)->num_heads, .sm_scale = (a)->sm_scale,         \
+    .q = (const uint16_t *)(a)->q, .kv = (const uint16_t *)(a)->kv_cache,                       \
+    .q_st = (a)->q_stride_t, .q_sh = (a)->q_stride_h, .kv_stride = (a)->kv_stride,              \
+    .indptr = (a)->kv_indptr, .indices = (a)->kv_indices, .o = (uint16_t *)(a)->o,              \
+    .o_st = (a)->o_stride_t, .o_sh = (a)->o_stride_h, .lse = (a)->lse
+
 int vattn_verify(const vattn_args *a, void *workspace, size_t workspace_bytes, void *stream)
 {
     (void)stream;
@@ -218,17 +288,8 @@ int vattn_verify(const vattn_args *a, void *workspace, size_t workspace_bytes, v
     rc = vattn_check_host_data(a);
     if (rc)
         return rc;
-    const int64_t nq = (int64_t)a->q_len * a->num_heads;
-    float *base = (float *)workspace;
-    vattn_cpu_ws w = {
-        .qf = base,
-        .acc = base + nq * QK,
-        .m = base + nq * (QK + DV),
-        .l = base + nq * (QK + DV + 1),
-        .krow = base + nq * (QK + DV + 2),
-    };
-    for (int b = 0; b < a->bs; b++)
-        vattn_cpu_request(a, b, &w);
+    const vattn_cpu_call c = {VATTN_CPU_CALL_COMMON(a), .vis = a->visibility};
+    vattn_cpu_run(&c, workspace);
     return VATTN_OK;
 }
 
@@ -236,6 +297,28 @@ int vattn_verify_reference(const vattn_args *a, void *workspace, size_t workspac
                            void *stream)
 {
     return vattn_verify(a, workspace, workspace_bytes, stream);
+}
+
+int vattn_extend(const vattn_extend_args *a, void *workspace, size_t workspace_bytes, void *stream)
+{
+    (void)stream;
+    int rc = vattn_check_extend_args_ws(a, workspace, workspace_bytes, 0, vattn_extend_workspace_size(a));
+    if (rc)
+        return rc;
+    rc = vattn_check_extend_host_data(a);
+    if (rc)
+        return rc;
+    const vattn_cpu_call c = {VATTN_CPU_CALL_COMMON(a), .kext = (const uint16_t *)a->k_extend,
+                              .kext_stride = a->k_extend_stride, .cmask = a->custom_mask,
+                              .mask_indptr = a->mask_indptr};
+    vattn_cpu_run(&c, workspace);
+    return VATTN_OK;
+}
+
+int vattn_extend_reference(const vattn_extend_args *a, void *workspace, size_t workspace_bytes,
+                           void *stream)
+{
+    return vattn_extend(a, workspace, workspace_bytes, stream);
 }
 
 int vattn_abi_version(void) { return VATTN_ABI_VERSION; }

@@ -11,7 +11,9 @@
  * (each output row the float64 mean of its visible V rows, vattn_check_mean), a draft key
  * hidden from every query whose cache row is NaN/Inf (outputs finite, equal to the reference).
  * Then the argument-validation table, misc ABI checks and the perturbed test build
- * (vattn_cpu_checks.h). One line per case; exit 1 on any failure.
+ * (vattn_cpu_checks.h), and vattn_extend (vattn_cpu_extend.h): every case again in SGLang's
+ * extend convention, bitwise equal to vattn_verify and vs float64, and its argument and
+ * device-data tables. One line per case; exit 1 on any failure.
  */
 #include "verify_attn.h"
 #include "vattn_test_util.h"
@@ -422,6 +424,24 @@ static int compare(const char *name, const built *B, const double *ref_o, const 
     return !why[0];
 }
 
+/* The library call `what` of case `name` returned rc: OK, its outputs match the float64
+ * reference (compare) and the guards around o and lse are intact. Prints the failure. */
+static int call_ok(const char *what, const char *name, int rc, const built *B, const double *ref_o,
+                   const double *ref_lse)
+{
+    if (rc != VATTN_OK) {
+        printf("FAIL %s: %s returned %d (%s)\n", name, what, rc, vattn_status_string(rc));
+        return 0;
+    }
+    if (!compare(name, B, ref_o, ref_lse))
+        return 0;
+    if (!guards_ok(B)) {
+        printf("FAIL %s: a guard region around o or lse was written\n", name);
+        return 0;
+    }
+    return 1;
+}
+
 static void run_case(const tcase *c, uint64_t seed)
 {
     g_rng = seed;
@@ -437,13 +457,7 @@ static void run_case(const tcase *c, uint64_t seed)
     snprintf(name, sizeof name, "%s[bs%d q%d H%d %s %s %s]", c->name, c->bs, c->q_len, c->H,
              vis_name[c->vis], c->idx64 ? "i64" : "i32", c->fp16 ? "fp16" : "bf16");
     vattn_meanres M;
-    if (rc != VATTN_OK) {
-        printf("FAIL %s: vattn_verify returned %d (%s)\n", name, rc, vattn_status_string(rc));
-        g_fail++;
-    } else if (!compare(name, &B, ref_o, ref_lse)) {
-        g_fail++;
-    } else if (!guards_ok(&B)) {
-        printf("FAIL %s: a guard region around o or lse was written\n", name);
+    if (!call_ok("vattn_verify", name, rc, &B, ref_o, ref_lse)) {
         g_fail++;
     } else if (c->special == SP_ZERO_Q &&
                !vattn_check_mean(&B.a, B.indptr, B.indices, B.a.visibility, B.kv, B.o, B.a.lse, &M)) {
@@ -471,6 +485,7 @@ static void run_case(const tcase *c, uint64_t seed)
 }
 
 #include "vattn_cpu_checks.h"
+#include "vattn_cpu_extend.h"
 
 int main(void)
 {
@@ -479,6 +494,7 @@ int main(void)
         run_case(&cases[k], 0x9E3779B97F4A7C15ull ^ (k * 0x100000001B3ull + 1));
     run_validation(0);
     run_validation(1);
+    run_extend_all();
     run_misc();
     run_perturbed();
     printf("%s: %d failure(s)\n", g_fail ? "FAILED" : "OK", g_fail);

@@ -13,7 +13,10 @@
  * draft key whose cache row is NaN/Inf, a pool 8x larger than used and all NaN outside the
  * used rows, empty prefixes and single-key requests. The fast kernel captured in a CUDA graph
  * (cudaStreamBeginCapture on a non-blocking stream) and replayed must be bitwise equal to the
- * eager call. A summary table ends the output. Exit 77 when there is no GPU.
+ * eager call. Every valid case runs again in the extend convention (vattn_gpu_extend.h): the
+ * extend reference / fast call / its graph replay bitwise equal to the verify ones, and invalid
+ * extend device data NaNs exactly the requests it names. A summary table ends the output.
+ * Exit 77 when there is no GPU.
  * With VATTN_VARIANT or VATTN_FORCE_NSPLIT set it tests the dev build
  * build/tests/libverify_attn_dev.so (the production library reads no environment).
  */
@@ -60,7 +63,7 @@ typedef struct row {
     int det, ok;
     char why[200];
 } row;
-static row rows[160];
+static row rows[320];
 static int nrows, nfail;
 
 static void record(const char *name, const char *kernel, const cmpres *R, int det, const char *extra)
@@ -120,10 +123,18 @@ static int run_kernel(vattn_fn fn, const vlib *L, const hcall *B, dcall *D, uint
     return 0;
 }
 
-/* The fast kernel captured in a CUDA graph on a non-blocking stream, replayed twice (poisoned
- * outputs before each): both replays bitwise equal to the eager o / lse. "" = equal. */
-static void graph_replay(const vlib *L, const hcall *B, dcall *D, const uint16_t *o_eager, const float *lse_eager,
-                         uint16_t *o, float *lse, char *why, size_t n)
+/* One call of the library on a stream (graph capture): the verify or the extend convention. */
+typedef int (*launch_fn)(const vlib *L, const void *args, const dcall *D, cudaStream_t st);
+
+static int launch_verify(const vlib *L, const void *args, const dcall *D, cudaStream_t st)
+{
+    return L->verify((const vattn_args *)args, D->ws, D->ws_bytes, st);
+}
+
+/* The fast call (`launch`) captured in a CUDA graph on a non-blocking stream, replayed twice
+ * (poisoned outputs before each): both replays bitwise equal to the eager o / lse. "" = equal. */
+static void graph_replay(const vlib *L, launch_fn launch, const void *args, const hcall *B, dcall *D,
+                         const uint16_t *o_eager, const float *lse_eager, uint16_t *o, float *lse, char *why, size_t n)
 {
     cudaStream_t st;
     cudaGraph_t g;
@@ -131,7 +142,7 @@ static void graph_replay(const vlib *L, const hcall *B, dcall *D, const uint16_t
     why[0] = 0;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    const int rc = L->verify(&D->a, D->ws, D->ws_bytes, st);
+    const int rc = launch(L, args, D, st);
     const cudaError_t ec = cudaStreamEndCapture(st, &g);
     if (rc || ec != cudaSuccess) {
         snprintf(why, n, " graph capture: status %d (%s) %s, end capture: %s", rc, L->status(rc), L->cuerr(),
@@ -157,6 +168,8 @@ static void graph_replay(const vlib *L, const hcall *B, dcall *D, const uint16_t
     CK(cudaStreamDestroy(st));
 }
 
+#include "vattn_gpu_extend.h"
+
 /* SP_ZERO_Q: vattn_check_mean (vattn_test_util.h) as a result row */
 static void check_mean(const hcall *B, const uint16_t *o, const float *lse, int check_lse, cmpres *R)
 {
@@ -177,6 +190,8 @@ static void run_case(const gcase *c, const vlib *gpu, const vlib *cpu, int inval
     hcall_build(c, &B);
     uint16_t *ro = malloc(B.o_elems * 2), *o = malloc(B.o_elems * 2), *o1 = malloc(B.o_elems * 2);
     float *rlse = malloc(B.lse_elems * 4), *lse = malloc(B.lse_elems * 4), *lse1 = malloc(B.lse_elems * 4);
+    uint16_t *o_r = malloc(B.o_elems * 2); /* the GPU reference's o / lse, for vattn_extend */
+    float *lse_r = malloc(B.lse_elems * 4);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int rc = cpu_reference(&B, cpu, ro, rlse);
@@ -227,6 +242,8 @@ static void run_case(const gcase *c, const vlib *gpu, const vlib *cpu, int inval
         compare_out(&B, o, lse, ro, rlse, check_lse, &R);
     }
     record(name, "ref", &R, -1, g_guard);
+    memcpy(o_r, o, B.o_elems * 2);
+    memcpy(lse_r, lse, B.lse_elems * 4);
     if (!rc && c->special == SP_ZERO_Q) {
         check_mean(&B, o, lse, check_lse, &R);
         record(name, "ref=mean", &R, -1, "");
@@ -251,13 +268,15 @@ static void run_case(const gcase *c, const vlib *gpu, const vlib *cpu, int inval
             record(name, "fast=mean", &M, -1, "");
         }
         if (!invalid && !g_short) { /* graph replay vs this eager result */
-            graph_replay(gpu, &B, &D, o, lse, o1, lse1, extra, sizeof extra);
+            graph_replay(gpu, launch_verify, &D.a, &B, &D, o, lse, o1, lse1, extra, sizeof extra);
             cmpres G;
             memset(&G, 0, sizeof G);
             G.ok = !extra[0] && !g_guard[0];
             snprintf(G.why, sizeof G.why, "%s%s", extra, g_guard);
             record(name, "graph", &G, -1, "");
         }
+        if (!invalid) /* the same call in the extend convention: bitwise the same results */
+            run_extend_agreement(c, name, gpu, &B, &D, ro, rlse, o_r, lse_r, o, lse);
     }
     printf("     (bs %d, H %d, q_len %d, keys %lld, ws %zu B, cpu ref %.1f s)\n", c->bs, c->H, c->q_len,
            (long long)B.total, D.ws_bytes,
@@ -267,10 +286,21 @@ out:
     free(ro);
     free(o);
     free(o1);
+    free(o_r);
+    free(lse_r);
     free(rlse);
     free(lse);
     free(lse1);
     hcall_free(&B);
+}
+
+static const gcase *find_case(const char *name)
+{
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
+        if (!strcmp(cases[k].name, name))
+            return &cases[k];
+    fprintf(stderr, "no case %s\n", name);
+    exit(1);
 }
 
 /* test_verify_gpu [NAME]: with NAME, only the cases whose name contains it (and not the
@@ -308,6 +338,13 @@ int main(int argc, char **argv)
         run_case(&cases[5], &gpu, &cpu, 1);
         g_rng = 4244;
         run_case(&cases[3], &gpu, &cpu, 2);
+        /* invalid extend device data, on a v7 (> 32 rows) and a v3 (<= 32 rows) case */
+        for (int kind = EXT_BAD_QO; kind <= EXT_BAD_SLOT; kind++) {
+            g_rng = 4250 + kind;
+            run_extend_invalid(find_case("h32-q7-tree-strd"), &gpu, kind);
+            g_rng = 4260 + kind;
+            run_extend_invalid(find_case("nanv-h8-q4-v3"), &gpu, kind);
+        }
     }
     if (!nrows) {
         printf("no case matches '%s'\n", only);

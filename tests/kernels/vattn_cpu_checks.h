@@ -2,17 +2,22 @@
  * vattn_cpu_checks.h — the parts of test_verify_cpu.c that are not the random-case table: the
  * argument-validation table (each bad argument must give its exact status code and leave the
  * outputs untouched), the misc ABI checks (status strings, version, backend) and the perturbed
- * test build (it must differ in exactly its one documented element). Included by
+ * test build (it must differ in exactly its one documented element, through vattn_verify and
+ * through vattn_extend alike). Included by
  * test_verify_cpu.c after its case builder (built, build, poison, unbuild, g_fail), which
  * these checks reuse; kept apart so each file reads alone and stays short.
  */
 #ifndef VATTN_CPU_CHECKS_H
 #define VATTN_CPU_CHECKS_H
 
+#include "vattn_extend_util.h"
+
 /* ---- argument validation ---- */
-typedef void (*mutate_fn)(built *B);
+/* A mutation of a valid call: of its verify form (B) or, for the extend table
+ * (vattn_cpu_extend.h), of its extend form (X). */
+typedef void (*mutate_fn)(built *B, vattn_ext_host *X);
 #define M(name, body) \
-    static void name(built *B) { vattn_args *a = &B->a; (void)a; body; }
+    static void name(built *B, vattn_ext_host *X) { vattn_args *a = &B->a; (void)a; (void)X; body; }
 M(m_none, )
 M(m_struct0, a->struct_size = 0)
 M(m_struct_small, a->struct_size = sizeof(vattn_args) - 8)
@@ -117,45 +122,54 @@ static const vcase vcases[] = {
     {"kv_indices entry = num_slots", m_idx_big, VATTN_ERR_INDEX_RANGE},
 };
 
-static void run_validation(int idx64)
+/* One argument table in one convention (ext: vattn_extend on the extend form of each call):
+ * each row's exact status, and outputs untouched when it is an error. */
+static void run_validation_table(const vcase *tab, size_t n, int idx64, int ext)
 {
-    /* bs 3, q_len 4, H 4, prefixes >= 4 so indices [3] and [5] exist in request 0 */
+    /* bs 3, q_len 4, H 4, prefixes in [0, 9]: kv_indices has >= 12 entries for the verify
+     * index mutations ([3], [5]); the extend ones (first / last prefix entry) need one prefix
+     * key among the 3 requests, else they change nothing and their row fails */
     static const tcase base = {"validation", 3, 4, 4, 9, 0, VIS_TREE, 0, 0, 0, 0, 576, 0, 0, 0, 0.0625f, SP_NONE};
-    for (size_t k = 0; k < sizeof vcases / sizeof vcases[0]; k++) {
+    for (size_t k = 0; k < n; k++) {
         tcase c = base;
         c.idx64 = idx64;
-        g_rng = 0x1234567 + k;
+        g_rng = (ext ? 0x7654321 : 0x1234567) + k;
         built B;
         build(&c, &B);
         void *ws_orig = B.ws;
-        vcases[k].fn(&B);
+        vattn_ext_host X;
+        memset(&X, 0, sizeof X);
+        if (ext)
+            vattn_ext_from_verify(&B.a, B.indptr, B.indices, B.vis, B.kv, B.kv_elems, 8, &X);
+        tab[k].fn(&B, &X);
         poison(&B);
-        int rc = vattn_verify(&B.a, B.ws, B.ws_bytes, NULL);
-        int untouched = 1;
+        const int rc = ext ? vattn_extend(&X.e, B.ws, B.ws_bytes, NULL) : vattn_verify(&B.a, B.ws, B.ws_bytes, NULL);
         const uint16_t p = POISON_BF16;
-        if (vcases[k].expect != VATTN_OK) {
+        int untouched = 1;
+        if (tab[k].expect != VATTN_OK) {
             for (size_t i = 0; i < B.o_elems; i++)
                 untouched &= B.o[i] == p;
             for (size_t i = 0; i < B.lse_elems; i++)
                 untouched &= isnan(B.lse[i]);
         }
-        int ok = rc == vcases[k].expect && untouched;
-        if (!ok)
-            g_fail++;
-        printf("%s validation %-34s %s -> %d (%s)%s\n", ok ? "PASS" : "FAIL", vcases[k].name,
-               idx64 ? "i64" : "i32", rc, vattn_status_string(rc),
-               untouched ? "" : " : OUTPUT WRITTEN");
-        if (rc != vcases[k].expect)
-            printf("     expected %d (%s)\n", vcases[k].expect,
-                   vattn_status_string(vcases[k].expect));
+        const int ok = rc == tab[k].expect && untouched;
+        g_fail += !ok;
+        printf("%s %svalidation %-40s %s -> %d (%s)%s\n", ok ? "PASS" : "FAIL", ext ? "extend " : "", tab[k].name,
+               idx64 ? "i64" : "i32", rc, vattn_status_string(rc), untouched ? "" : " : OUTPUT WRITTEN");
+        if (rc != tab[k].expect)
+            printf("     expected %d (%s)\n", tab[k].expect, vattn_status_string(tab[k].expect));
         B.ws = ws_orig;
+        if (ext)
+            vattn_ext_free(&X);
         unbuild(&B);
     }
     /* the NULL args pointer */
-    int rc = vattn_verify(NULL, NULL, 0, NULL);
-    printf("%s validation args=NULL -> %d\n", rc == VATTN_ERR_NULL_ARGS ? "PASS" : "FAIL", rc);
+    const int rc = ext ? vattn_extend(NULL, NULL, 0, NULL) : vattn_verify(NULL, NULL, 0, NULL);
+    printf("%s %svalidation args=NULL -> %d\n", rc == VATTN_ERR_NULL_ARGS ? "PASS" : "FAIL", ext ? "extend " : "", rc);
     g_fail += rc != VATTN_ERR_NULL_ARGS;
 }
+
+static void run_validation(int idx64) { run_validation_table(vcases, sizeof vcases / sizeof vcases[0], idx64, 0); }
 
 static void run_misc(void)
 {
@@ -198,28 +212,36 @@ static void run_perturbed(void)
     }
     int (*pv)(const vattn_args *, void *, size_t, void *) =
         (int (*)(const vattn_args *, void *, size_t, void *))dlsym(h, "vattn_verify");
+    int (*pe)(const vattn_extend_args *, void *, size_t, void *) =
+        (int (*)(const vattn_extend_args *, void *, size_t, void *))dlsym(h, "vattn_extend");
     tcase c = cases[2]; /* bs 2, q 16, H 16 */
     g_rng = 99;
     built B;
     build(&c, &B);
-    poison(&B);
-    int rc0 = vattn_verify(&B.a, B.ws, B.ws_bytes, NULL);
+    vattn_ext_host X;
+    vattn_ext_from_verify(&B.a, B.indptr, B.indices, B.vis, B.kv, B.kv_elems, 8, &X);
     uint16_t *o0 = malloc(B.o_elems * 2);
-    memcpy(o0, B.o, B.o_elems * 2);
-    poison(&B);
-    int rc1 = pv ? pv(&B.a, B.ws, B.ws_bytes, NULL) : -1;
-    const vattn_args *a = &B.a;
-    size_t target = (size_t)((a->bs - 1) * a->q_len) * a->o_stride_t +
-                    (size_t)(a->num_heads - 1) * a->o_stride_h + 77;
-    size_t ndiff = 0;
-    for (size_t i = 0; i < B.o_elems; i++)
-        ndiff += o0[i] != B.o[i];
-    double d = dec(B.o[target], 0) - dec(o0[target], 0);
-    int ok = rc0 == 0 && rc1 == 0 && ndiff == 1 && o0[target] != B.o[target] && fabs(d - 0.5) < 0.02;
-    printf("%s perturbed build: %zu element(s) differ, delta at documented element %.4f\n",
-           ok ? "PASS" : "FAIL", ndiff, d);
-    g_fail += !ok;
+    /* both entry points of the perturbed build, each against the same one of this library */
+    for (int ext = 0; ext < 2; ext++) {
+        poison(&B);
+        int rc0 = ext ? vattn_extend(&X.e, B.ws, B.ws_bytes, NULL) : vattn_verify(&B.a, B.ws, B.ws_bytes, NULL);
+        memcpy(o0, B.o, B.o_elems * 2);
+        poison(&B);
+        int rc1 = ext ? (pe ? pe(&X.e, B.ws, B.ws_bytes, NULL) : -1) : (pv ? pv(&B.a, B.ws, B.ws_bytes, NULL) : -1);
+        const vattn_args *a = &B.a;
+        size_t target = (size_t)((a->bs - 1) * a->q_len) * a->o_stride_t +
+                        (size_t)(a->num_heads - 1) * a->o_stride_h + 77;
+        size_t ndiff = 0;
+        for (size_t i = 0; i < B.o_elems; i++)
+            ndiff += o0[i] != B.o[i];
+        double d = dec(B.o[target], 0) - dec(o0[target], 0);
+        int ok = rc0 == 0 && rc1 == 0 && ndiff == 1 && o0[target] != B.o[target] && fabs(d - 0.5) < 0.02;
+        printf("%s perturbed build (%s): %zu element(s) differ, delta at documented element %.4f\n",
+               ok ? "PASS" : "FAIL", ext ? "vattn_extend" : "vattn_verify", ndiff, d);
+        g_fail += !ok;
+    }
     free(o0);
+    vattn_ext_free(&X);
     unbuild(&B);
     dlclose(h);
 }

@@ -35,10 +35,13 @@
     } while (0)
 
 typedef int (*vattn_fn)(const vattn_args *, void *, size_t, void *);
+typedef int (*vattn_ext_fn)(const vattn_extend_args *, void *, size_t, void *);
 typedef struct vlib {
     void *h;
     vattn_fn verify, reference;
+    vattn_ext_fn extend, extend_reference;
     size_t (*ws)(const vattn_args *);
+    size_t (*ext_ws)(const vattn_extend_args *);
     const char *(*status)(int);
     const char *(*cuerr)(void);
 } vlib;
@@ -73,10 +76,14 @@ static void vlib_open_in(vlib *L, const char *dir, const char *name)
     }
     L->verify = (vattn_fn)dlsym(L->h, "vattn_verify");
     L->reference = (vattn_fn)dlsym(L->h, "vattn_verify_reference");
+    L->extend = (vattn_ext_fn)dlsym(L->h, "vattn_extend");
+    L->extend_reference = (vattn_ext_fn)dlsym(L->h, "vattn_extend_reference");
     L->ws = (size_t(*)(const vattn_args *))dlsym(L->h, "vattn_workspace_size");
+    L->ext_ws = (size_t(*)(const vattn_extend_args *))dlsym(L->h, "vattn_extend_workspace_size");
     L->status = (const char *(*)(int))dlsym(L->h, "vattn_status_string");
     L->cuerr = (const char *(*)(void))dlsym(L->h, "vattn_last_cuda_error");
-    if (!L->verify || !L->reference || !L->ws || !L->status || !L->cuerr) {
+    if (!L->verify || !L->reference || !L->extend || !L->extend_reference || !L->ws || !L->ext_ws || !L->status ||
+        !L->cuerr) {
         fprintf(stderr, "%s lacks the vattn ABI\n", path);
         exit(1);
     }

@@ -26,6 +26,11 @@
  *   --reopen-stderr FILE  close fd 2 and open FILE in its place before calling.
  *   --chdir DIR    chdir to DIR before the first call.
  *   --maxrss       print "maxrss_kb=N" (getrusage) at the end.
+ *   --extend       make each call in the extend convention (vattn_extend, or
+ *                  vattn_extend_reference with --reference) on the same data: the draft rows
+ *                  move from the pool into k_extend, kv_indices keep the prefixes only, and the
+ *                  visibility becomes SGLang's mask rows with random bytes in the prefix
+ *                  columns (which must not matter). Dumps add .kext (k_extend, dense) and .mask.
  * Dump files: DIR/<tag>.{meta,q,pool,indptr,indices,vis,o,lse}; tag = p<pid>-t<thread>-c<i>.
  */
 #include <errno.h>
@@ -50,7 +55,7 @@ static int g_hash;
 static int g_errno_check, g_fork_during;
 static int g_invalid; /* every other call has num_heads = 0: the library rejects it */ /* print a hash of what each call returned (no files: disk-full tests) */
 static pthread_mutex_t g_out_lock = PTHREAD_MUTEX_INITIALIZER;
-static int g_stack_kb, g_big, g_fork_lat, g_maxrss;
+static int g_stack_kb, g_big, g_fork_lat, g_maxrss, g_extend;
 static int g_big_sync;                /* --big with several threads: barriers around the call */
 static pthread_barrier_t g_big_bar;
 static const char *g_reopen, *g_chdir;
@@ -111,6 +116,112 @@ static int dump(const char *tag, const char *ext, const void *p, size_t n)
         return -1;
     }
     return fclose(f);
+}
+
+/* The same call in the extend convention (vattn_extend_args): request b's last q_len keys
+ * become k_extend rows b*q_len.. (a dense copy of their pool rows, stride kv_stride), its
+ * prefix keeps its slots, and the visibility becomes SGLang's flattened mask rows (q_len x
+ * (prefix + q_len) per request) with random bytes in the prefix columns. */
+typedef struct {
+    vattn_extend_args a;
+    uint16_t *kext;
+    size_t kext_bytes;
+    int32_t *qo, *kvp;
+    void *idx;
+    uint8_t *mask;
+    size_t mask_bytes;
+    int64_t *mask_ptr;
+    void *ws;
+    size_t wsb;
+} extend_call;
+
+static void extend_free(extend_call *x)
+{
+    free(x->kext);
+    free(x->qo);
+    free(x->kvp);
+    free(x->idx);
+    free(x->mask);
+    free(x->mask_ptr);
+    free(x->ws);
+}
+
+static int to_extend(const vattn_args *v, extend_call *x, uint64_t *s)
+{
+    int bs = v->bs, q = v->q_len, T = bs * q;
+    size_t isz = v->index_type == VATTN_INDEX_INT64 ? 8 : 4;
+    const int32_t *ip = v->kv_indptr;
+    x->kext_bytes = 2 * (size_t)T * (size_t)v->kv_stride;
+    x->kext = malloc(x->kext_bytes);
+    x->qo = malloc(sizeof(int32_t) * (size_t)(bs + 1));
+    x->kvp = malloc(sizeof(int32_t) * (size_t)(bs + 1));
+    x->idx = malloc(isz * (size_t)ip[bs] + 8);
+    x->mask_ptr = malloc(sizeof(int64_t) * (size_t)(bs + 1));
+    if (!x->kext || !x->qo || !x->kvp || !x->idx || !x->mask_ptr)
+        return -1;
+    memset(x->kext, 0, x->kext_bytes);
+    x->qo[0] = x->kvp[0] = 0;
+    x->mask_ptr[0] = 0;
+    for (int b = 0; b < bs; b++) {
+        int P = ip[b + 1] - ip[b] - q;
+        x->qo[b + 1] = (b + 1) * q;
+        x->kvp[b + 1] = x->kvp[b] + P;
+        memcpy((char *)x->idx + isz * (size_t)x->kvp[b], (const char *)v->kv_indices + isz * (size_t)ip[b],
+               isz * (size_t)P);
+        for (int j = 0; j < q; j++) {
+            const char *ix = (const char *)v->kv_indices + isz * (size_t)(ip[b] + P + j);
+            int64_t slot = isz == 8 ? *(const int64_t *)ix : *(const int32_t *)ix;
+            memcpy(x->kext + (size_t)(b * q + j) * (size_t)v->kv_stride,
+                   (const uint16_t *)v->kv_cache + slot * v->kv_stride, 2 * 576);
+        }
+        x->mask_ptr[b + 1] = x->mask_ptr[b] + (int64_t)q * (P + q);
+    }
+    if (v->visibility) {
+        x->mask_bytes = (size_t)x->mask_ptr[bs];
+        x->mask = malloc(x->mask_bytes ? x->mask_bytes : 1);
+        if (!x->mask)
+            return -1;
+        for (int b = 0; b < bs; b++) {
+            int P = x->kvp[b + 1] - x->kvp[b];
+            for (int i = 0; i < q; i++) {
+                uint8_t *row = x->mask + x->mask_ptr[b] + (int64_t)i * (P + q);
+                for (int c = 0; c < P; c++)
+                    row[c] = (uint8_t)(rnd(s) % 3); /* ignored: the prefix is always visible */
+                for (int j = 0; j < q; j++)
+                    row[P + j] = v->visibility[((size_t)b * q + i) * q + j];
+            }
+        }
+    }
+    vattn_extend_args *a = &x->a;
+    a->struct_size = sizeof *a;
+    a->dtype = v->dtype;
+    a->index_type = v->index_type;
+    a->bs = bs;
+    a->q_len = q;
+    a->num_heads = v->num_heads;
+    a->num_slots = v->num_slots;
+    a->sm_scale = v->sm_scale;
+    a->q = v->q;
+    a->q_stride_t = v->q_stride_t;
+    a->q_stride_h = v->q_stride_h;
+    a->k_extend = x->kext;
+    a->k_extend_stride = v->kv_stride;
+    a->kv_cache = v->kv_cache;
+    a->kv_stride = v->kv_stride;
+    a->qo_indptr = x->qo;
+    a->kv_indptr = x->kvp;
+    a->kv_indices = x->idx;
+    a->custom_mask = x->mask;
+    a->mask_indptr = x->mask ? x->mask_ptr : NULL;
+    a->o = v->o;
+    a->o_stride_t = v->o_stride_t;
+    a->o_stride_h = v->o_stride_h;
+    a->lse = v->lse;
+    x->wsb = vattn_extend_workspace_size(a);
+    if (x->wsb == (size_t)-1) /* an --invalid call (num_heads = 0): the library says so */
+        x->wsb = 0;
+    x->ws = x->wsb ? aligned_alloc(64, (x->wsb + 63) / 64 * 64) : NULL;
+    return x->wsb && !x->ws ? -1 : 0;
 }
 
 /* One random call; returns 0 when it ran (whatever the library's status), -1 on a client
@@ -200,8 +311,16 @@ static int one_call(uint64_t *s, const char *tag)
     if (big && g_big_sync)
         pthread_barrier_wait(&g_big_bar); /* every thread's buffers are allocated */
     uintptr_t sp = g_stack_lo ? paint_below_sp() : 0;
+    extend_call x;
+    memset(&x, 0, sizeof x);
+    if (g_extend && to_extend(&a, &x, s)) {
+        free(ws);
+        return -1;
+    }
     errno = 4242; /* not a real errno value: only the caller can have put it there */
-    int st = g_ref ? vattn_verify_reference(&a, ws, wsb, NULL) : vattn_verify(&a, ws, wsb, NULL);
+    int st = g_extend ? (g_ref ? vattn_extend_reference(&x.a, x.ws, x.wsb, NULL)
+                               : vattn_extend(&x.a, x.ws, x.wsb, NULL))
+             : g_ref ? vattn_verify_reference(&a, ws, wsb, NULL) : vattn_verify(&a, ws, wsb, NULL);
     int errno_after = errno;
     if (big && g_big_sync)
         pthread_barrier_wait(&g_big_bar); /* ... and held until every big call returned */
@@ -248,6 +367,11 @@ static int one_call(uint64_t *s, const char *tag)
         rc |= dump(tag, "indices", indices, isz * (size_t)nnz);
         if (vis)
             rc |= dump(tag, "vis", vis, (size_t)(bs * q_len * q_len));
+        if (g_extend) {
+            rc |= dump(tag, "kext", x.kext, x.kext_bytes);
+            if (x.mask)
+                rc |= dump(tag, "mask", x.mask, x.mask_bytes);
+        }
         rc |= dump(tag, "o", od, 2 * (size_t)T * H * 512);
         rc |= dump(tag, "ofull", o, 2 * (size_t)(T * ost)); /* gaps included */
         rc |= dump(tag, "lse", lse, sizeof(float) * (size_t)(T * H));
@@ -255,7 +379,8 @@ static int one_call(uint64_t *s, const char *tag)
         free(od);
     }
     if (st != VATTN_OK && !g_quiet)
-        fprintf(stderr, "capture_client: vattn_verify returned %d\n", st);
+        fprintf(stderr, "capture_client: %s returned %d\n", g_extend ? "vattn_extend" : "vattn_verify", st);
+    extend_free(&x);
     free(ws);
     free(indptr);
     free(perm);
@@ -401,6 +526,8 @@ int main(int argc, char **argv)
             g_reopen = v, i++;
         else if (!strcmp(a, "--chdir"))
             g_chdir = v, i++;
+        else if (!strcmp(a, "--extend"))
+            g_extend = 1;
         else if (!strcmp(a, "--maxrss"))
             g_maxrss = 1;
         else {

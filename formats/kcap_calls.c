@@ -115,3 +115,16 @@ int64_t kcap_call_pool_rows(const kcap_call_desc *d, const void *args)
     }
     return 0;
 }
+
+int kcap_call_tokens_per_request(const kcap_call_desc *d, const kcap_snapshot *s,
+                                 const char *tensor, int64_t *out)
+{
+    const kcap_arg_desc *a = kcap_call_arg(d, tensor);
+    kcap_error err = {0};
+    int64_t n;
+    if (!a || !a->token_major || !d->tokens_per_request ||
+        kcap_expr_eval(d, s, d->tokens_per_request, &n, &err) || n < 1)
+        return 0;
+    *out = n;
+    return 1;
+}

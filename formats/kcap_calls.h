@@ -210,6 +210,10 @@ int kcap_call_record_scalars(const kcap_call_desc *d, const void *args, kcap_sna
 /* Rows of the pool a ROWS tensor gathers from, from the scalars of an args struct (0 when
  * the call has no pool or the expression cannot be evaluated): capture's range check. */
 int64_t kcap_call_pool_rows(const kcap_call_desc *d, const void *args);
+/* 1 and *out = tokens per request when tensor `name` is token-major in the description (its
+ * element indices map to (request, token, head, channel)), else 0. */
+int kcap_call_tokens_per_request(const kcap_call_desc *d, const kcap_snapshot *s,
+                                 const char *tensor, int64_t *out);
 /* The description of tensor `name` (NULL when none). */
 const kcap_arg_desc *kcap_call_arg(const kcap_call_desc *d, const char *name);
 /* Element size of a tensor argument, resolving "@field:a,b" against the scalars in snap. */

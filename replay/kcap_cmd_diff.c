@@ -81,21 +81,6 @@ static int same_shape(const kcap_tensor *a, const kcap_tensor *b)
     return 1;
 }
 
-/* Token-major tensors (first dimension bs*q_len, not a pool) get a (request, token, head,
- * channel) location too. */
-static int token_major(const kcap_snapshot *s, const kcap_tensor *t, int64_t *q_len)
-{
-    const kcap_scalar *bs = kcap_snapshot_scalar(s, "bs"), *ql = kcap_snapshot_scalar(s, "q_len");
-    const kcap_call_desc *d = kcap_call_find(s->meta.call);
-    if (!bs || !ql || ql->i < 1 || t->ndim < 2 || t->shape[0] != bs->i * ql->i)
-        return 0;
-    for (int i = 0; d && i < d->nargs; i++)
-        if (!strcmp(d->args[i].name, t->name) && d->args[i].gather == KCAP_GATHER_ROWS)
-            return 0;
-    *q_len = ql->i;
-    return 1;
-}
-
 typedef struct tdiff {
     const kcap_tensor *a, *b;
     const char *status; /* bitwise, pass, FAIL, shape, only-in-a, only-in-b */
@@ -319,7 +304,10 @@ int kcap_diff_pair(const char *pa, const char *pb, const kcap_diff_opts *o, FILE
             kcap_compare(dt, t->a->data, t->b->data, es ? t->a->nbytes / es : 0, &t->tol, &t->r);
             t->status = kcap_cmp_verdict(&t->r);
             int64_t ql;
-            if (t->r.worst >= 0 && token_major(b, t->b, &ql))
+            /* token-major tensors (the description says which) get a (request, token, head,
+               channel) location too */
+            if (t->r.worst >= 0 &&
+                kcap_call_tokens_per_request(kcap_call_find(b->meta.call), b, t->b->name, &ql))
                 t->has_loc = !kcap_cmp_locate(t->r.worst, t->a->ndim, t->a->shape, ql, t->loc);
         }
     }

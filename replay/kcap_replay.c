@@ -256,8 +256,8 @@ static void free_outs(const kcap_snapshot *snap, void **outs)
 }
 
 /* Judge every output of the snapshot: got[i] against want (the captured data or ref[i]). */
-static void judge(const kcap_replayer *r, const kcap_snapshot *snap, void **got,
-                  void **want_or_null, int64_t q_len, kcap_side_verdict *v)
+static void judge(const kcap_replayer *r, const kcap_call_desc *d, const kcap_snapshot *snap,
+                  void **got, void **want_or_null, kcap_side_verdict *v)
 {
     v->ran = 1;
     v->pass = 1;
@@ -280,9 +280,9 @@ static void judge(const kcap_replayer *r, const kcap_snapshot *snap, void **got,
         const void *want = want_or_null ? want_or_null[i] : t->data;
         size_t n = t->nbytes / kcap_dtype_size(t->dtype);
         kcap_compare(t->dtype, got[i], want, n, &tv->tol, &tv->r);
-        if (tv->r.worst >= 0)
-            tv->has_loc =
-                kcap_cmp_locate(tv->r.worst, t->ndim, t->shape, q_len, tv->loc) == 0;
+        int64_t per;
+        if (tv->r.worst >= 0 && kcap_call_tokens_per_request(d, snap, t->name, &per))
+            tv->has_loc = kcap_cmp_locate(tv->r.worst, t->ndim, t->shape, per, tv->loc) == 0;
         v->pass &= tv->r.pass;
         v->bitwise &= tv->r.bitwise;
     }
@@ -465,9 +465,9 @@ int kcap_replayer_run(kcap_replayer *r, const char *path, kcap_case_result *res)
             set_case_error(res, rc, &e);
             goto done;
         }
-        judge(r, snap, outs, NULL, res->q_len, &res->vs_captured);
+        judge(r, d, snap, outs, NULL, &res->vs_captured);
         if (want_ref == 1)
-            judge(r, snap, outs, ref_outs, res->q_len, &res->vs_ref);
+            judge(r, d, snap, outs, ref_outs, &res->vs_ref);
         if (r->o.save_dir) {
             rc = claim_save_name(r, res->name, &e);
             if (!rc)

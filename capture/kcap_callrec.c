@@ -92,7 +92,6 @@ int kcap_capture_one(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
     kcap_devctx dc = {0};
     kcap_mem_ops ops;
     dc.stream = stream;
-    dc.num_slots = kcap_call_pool_rows(d, a);
     int dev = kcap_mem_classify(kcap_call_tensor_ptr(d, a, d->probe), &dc.cu, &dc.ctx);
     void *saved_ctx = NULL;
     if (dev) {
@@ -138,6 +137,7 @@ int kcap_capture_one(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
         return kcap_real(real, a, ws, wsb, stream);
     }
     cx->dc = dc;
+    cx->dc.num_slots = kcap_call_pool_rows(d, a, &cx->err); /* the gathered rows' range */
     cx->ops = ops;
     cx->ops.ctx = &cx->dc;
     kcap_error *err = &cx->err;

@@ -32,6 +32,7 @@
 #include "kcap_names.h"
 #include "kcap_queue.h"
 #include "kcap_state.h"
+#include "kcap_tags.h"
 
 #define g_cfg (*kcap_cfg_mut()) /* filled here, at initialisation; read-only afterwards */
 
@@ -334,7 +335,7 @@ int kcap_slow_call(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *str
     uint64_t seq = atomic_fetch_add(&g_seq, 1);
     atomic_fetch_add(&kcap_g_stats.calls, 1);
     int status;
-    if (!kcap_config_selects(&g_cfg, seq) || !kcap_reserve()) {
+    if (!kcap_config_selects(&g_cfg, seq) || !kcap_tags_select(&g_cfg) || !kcap_reserve()) {
         errno = save_errno;
         status = real(a, ws, wsb, stream);
     } else {

@@ -20,12 +20,13 @@
 static void record_usage(FILE *f)
 {
     fprintf(f,
-            "usage: kcap record -o DIR [--calls R] [--every N] [--max N] [--max-bytes B]\n"
+            "usage: kcap record -o DIR [--calls R] [--every N] [--tags T] [--max N] [--max-bytes B]\n"
             "                   [--dormant] [--queue-bytes B] [--log quiet|warn|info]\n"
             "                   [--lib PATH] -- CMD ARGS...\n"
             "  -o DIR          write snapshots into DIR (created 0700)\n"
             "  --calls R       call numbers to capture, e.g. 0-9,100 (0-based)\n"
             "  --every N       capture every N-th call\n"
+            "  --tags T        only calls the host tagged so (kcap_tag), e.g. layer=0-3;step=5\n"
             "  --max N         stop after N snapshots\n"
             "  --max-bytes B   stop accepting snapshots past B bytes (K/M/G suffixes)\n"
             "  --dormant       start dormant; arm later with `kcap arm PID`\n"
@@ -80,6 +81,16 @@ static int record_setting(int ch, const char *v)
         }
         setenv("KCAP_EVERY", v, 1);
         return 0;
+    case 't': {
+        kcap_tag_filter tf[KCAP_MAX_TAG_FILTERS];
+        if (kcap_parse_tag_filters(v, tf, KCAP_MAX_TAG_FILTERS, &nr)) {
+            kcap_cli_usage_error("record", "--tags '%s' is not terms key=ranges separated by "
+                                 "';', such as layer=0-3;step=100-199", v);
+            return 2;
+        }
+        setenv("KCAP_TAGS", v, 1);
+        return 0;
+    }
     case 'm':
         if (kcap_parse_u64(v, &u)) {
             kcap_cli_usage_error("record", "--max '%s' is not a non-negative integer", v);
@@ -119,7 +130,8 @@ int kcap_cmd_record(int argc, char **argv)
         {"every", required_argument, 0, 'e'},      {"max", required_argument, 0, 'm'},
         {"max-bytes", required_argument, 0, 'B'},  {"queue-bytes", required_argument, 0, 'Q'},
         {"log", required_argument, 0, 'L'},        {"lib", required_argument, 0, 'l'},
-        {"dormant", no_argument, 0, 'd'},          KCAP_CLI_COMMON_OPTS};
+        {"dormant", no_argument, 0, 'd'},          {"tags", required_argument, 0, 't'},
+        KCAP_CLI_COMMON_OPTS};
     const char *dir = NULL, *lib = NULL;
     int verbosity = KCAP_NORMAL, log_given = 0, ch;
     optind = 0;
@@ -134,6 +146,7 @@ int kcap_cmd_record(int argc, char **argv)
         case 'v': kcap_cli_verbosity(ch, &verbosity); break;
         case 'c':
         case 'e':
+        case 't':
         case 'm':
         case 'B':
         case 'Q':

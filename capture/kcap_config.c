@@ -106,6 +106,37 @@ int kcap_parse_ranges(const char *s, kcap_range *r, int max, int *n)
     return 0;
 }
 
+/* A tag key: 1..31 of [A-Za-z0-9_.] (kcap_tags.c accepts the same). */
+static int kcap_tag_key_ok(const char *k, size_t n)
+{
+    if (n < 1 || n >= KCAP_TAG_KEY_MAX)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)k[i]) && k[i] != '_' && k[i] != '.')
+            return 0;
+    return 1;
+}
+
+int kcap_parse_tag_filters(const char *s, kcap_tag_filter *f, int max, int *n)
+{
+    *n = 0;
+    char buf[512];
+    if (strlen(s) >= sizeof buf)
+        return -1;
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *save = NULL, *term = strtok_r(buf, ";", &save); term; term = strtok_r(NULL, ";", &save)) {
+        char *eq = strchr(term, '=');
+        if (!eq || *n == max || !kcap_tag_key_ok(term, (size_t)(eq - term)))
+            return -1;
+        kcap_tag_filter *t = &f[(*n)++];
+        memset(t, 0, sizeof *t);
+        memcpy(t->key, term, (size_t)(eq - term));
+        if (kcap_parse_ranges(eq + 1, t->ranges, 16, &t->nranges) || !t->nranges)
+            return -1;
+    }
+    return *n ? 0 : -1;
+}
+
 void kcap_config_defaults(kcap_config *c)
 {
     memset(c, 0, sizeof *c);
@@ -162,6 +193,10 @@ int kcap_config_parse(kcap_config *c, kcap_getenv_fn get, void *ud, char *why, s
     if ((v = get("KCAP_CALLS", ud)) && *v &&
         kcap_parse_ranges(v, c->ranges, KCAP_MAX_RANGES, &c->nranges))
         BAD("KCAP_CALLS='%.64s' is not a list of call numbers or ranges such as 0-9,100", v);
+    if ((v = get("KCAP_TAGS", ud)) && *v &&
+        kcap_parse_tag_filters(v, c->tag_filters, KCAP_MAX_TAG_FILTERS, &c->ntag_filters))
+        BAD("KCAP_TAGS='%.64s' is not up to %d terms key=ranges separated by ';' (e.g. "
+            "layer=0-3;step=100-199; keys of letters, digits, '_' and '.')", v, KCAP_MAX_TAG_FILTERS);
     if ((v = get("KCAP_EVERY", ud)) && *v) {
         if (kcap_parse_u64(v, &u) || u == 0)
             BAD("KCAP_EVERY='%.64s' is not a positive integer", v);

@@ -16,6 +16,16 @@ typedef struct kcap_range {
     uint64_t lo, hi; /* inclusive */
 } kcap_range;
 
+#define KCAP_MAX_TAG_FILTERS 4
+#define KCAP_TAG_KEY_MAX 32
+
+/* One KCAP_TAGS term: calls whose tag `key` (set by the host with kcap_tag) is in ranges. */
+typedef struct kcap_tag_filter {
+    char key[KCAP_TAG_KEY_MAX];
+    int nranges;
+    kcap_range ranges[16];
+} kcap_tag_filter;
+
 /* Everything the environment can set (capture/README.md lists each variable). */
 typedef struct kcap_config {
     char dir[PATH_MAX];      /* KCAP_DIR (required) */
@@ -34,6 +44,8 @@ typedef struct kcap_config {
     uint64_t ring_bytes;     /* KCAP_RING_BYTES: bound of the device staging ring */
     int gpu_async;           /* KCAP_GPU_MODE=async (zero-stall, default) | sync */
     char run_id[20];         /* KCAP_RUN_ID; "" = 8 random hex digits drawn at start */
+    int ntag_filters;        /* KCAP_TAGS=key=ranges[;key=ranges]: all must match */
+    kcap_tag_filter tag_filters[KCAP_MAX_TAG_FILTERS];
 } kcap_config;
 
 /* Parse the KCAP_* variables through `get` (getenv-like). Returns 0, or KCAP_ERR_CONFIG with
@@ -47,6 +59,8 @@ int kcap_parse_bytes(const char *s, uint64_t *out);
 int kcap_parse_ranges(const char *s, kcap_range *r, int max, int *n);
 /* 1/yes/true/on -> 1, 0/no/false/off -> 0 (case-insensitive); -1 otherwise. */
 int kcap_parse_bool(const char *v, int *out);
+/* KCAP_TAGS's syntax: terms key=ranges separated by ';', e.g. "layer=0-3;step=100-199" (0 or -1). */
+int kcap_parse_tag_filters(const char *s, kcap_tag_filter *f, int max, int *n);
 /* 1 if seq is selected by ranges/every. */
 int kcap_config_selects(const kcap_config *c, uint64_t seq);
 

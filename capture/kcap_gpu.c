@@ -117,7 +117,7 @@ static kring *kcap_ring_get(const kcap_cu *cu, CUcontext ctx)
     if (ok && e == CUDA_SUCCESS) e = cu->cuCtxGetDevice(&dev);
     if (ok && e == CUDA_SUCCESS)
         e = cu->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
-    r->nblocks = 2 * (sms > 0 ? sms : 64);
+    r->nblocks = KCAP_STAGE_BLOCKS_PER_SM * (sms > 0 ? sms : KCAP_STAGE_SMS_UNKNOWN);
     if (ok && e == CUDA_SUCCESS) e = cu->cuMemAlloc(&r->hdr, sizeof(kring_dev));
     if (ok && e == CUDA_SUCCESS) e = cu->cuMemAlloc(&r->ctl_out, 4 * sizeof(unsigned long long));
     void *bell = NULL, *outc = NULL;
@@ -191,7 +191,7 @@ static CUresult kcap_launch(kring *r, ksite *s, int sid, int phase, int force, C
     void *params[] = {&p};
     CUresult e = CUDA_SUCCESS;
     if (phase == 0) /* one thread decides for both phases of this launch */
-        e = r->cu->cuLaunchKernel(r->gate, 1, 1, 1, 32, 1, 1, 0, st, params, NULL);
+        e = r->cu->cuLaunchKernel(r->gate, 1, 1, 1, KCAP_ONE_WARP, 1, 1, 0, st, params, NULL);
     /* enough threads to stream the KV rows at full bandwidth; not capturing they exit at once */
     if (e == CUDA_SUCCESS)
         e = r->cu->cuLaunchKernel(r->stage, (unsigned)r->nblocks, 1, 1, KCAP_STAGE_THREADS, 1, 1, 0,
@@ -272,6 +272,7 @@ int kcap_gpu_capture(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *s
         atomic_store(&s->launched, 0);
         atomic_store(&s->pending, !in_capture);
         s->lay = *lay;
+        kcap_tags_text(s->tags, sizeof s->tags);
     }
     pthread_mutex_unlock(&kcap_g_ring_lock);
     free(lay);
@@ -325,10 +326,10 @@ void kcap_gpu_shutdown(int timeout_ms)
     for (int i = 0; i < KCAP_EAGER_SITES; i++)
         while (kcap_site(r, i)->used && cu->cuEventQuery(kcap_site(r, i)->done) == CUDA_ERROR_NOT_READY &&
                kcap_now_ns() < end)
-            usleep(1000);
+            usleep(KCAP_SHUTDOWN_POLL_US);
     atomic_store(&r->all_drained, 0);
     while (!atomic_load(&r->all_drained) && kcap_now_ns() < end)
-        usleep(2000);
+        usleep(KCAP_SHUTDOWN_DRAIN_US);
     atomic_store(&r->stop, 1);
     pthread_join(r->drainer, NULL);
     r->drainer_running = 0;

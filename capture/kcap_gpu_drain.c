@@ -35,7 +35,7 @@ static CUresult kcap_ctl(kring *r, int op, unsigned long long v0, unsigned long 
     const kcap_cu *cu = r->cu;
     CUdeviceptr ring = r->hdr, o = r->ctl_out;
     void *params[] = {&ring, &op, &v0, &v1, &o};
-    CUresult e = cu->cuLaunchKernel(r->ctl, 1, 1, 1, 32, 1, 1, 0, r->side, params, NULL);
+    CUresult e = cu->cuLaunchKernel(r->ctl, 1, 1, 1, KCAP_ONE_WARP, 1, 1, 0, r->side, params, NULL);
     if (e == CUDA_SUCCESS)
         e = cu->cuMemcpyDtoHAsync(out, r->ctl_out, 3 * sizeof(unsigned long long), r->side);
     if (e == CUDA_SUCCESS)
@@ -228,7 +228,7 @@ static int kcap_wait_queue(kring *r, size_t bytes)
     while (kcap_queue_reserve(bytes)) {
         if (atomic_load(&r->stop))
             return -1;
-        struct timespec ts = {0, 500000L};
+        struct timespec ts = {0, KCAP_QUEUE_WAIT_NS};
         nanosleep(&ts, NULL);
     }
     return 0;
@@ -293,6 +293,7 @@ static void kcap_drain_one(kring *r, const kbell *b)
     if (!rc) {
         kcap_devctx dc = {0};
         dc.cu = r->cu;
+        snprintf(snap->meta.tags, sizeof snap->meta.tags, "%s", s->tags);
         kcap_fill_meta(s->sl, &snap->meta, seq);
         kcap_dev_meta(&dc, &snap->meta);
         snap->meta.in_stream_capture = s->graph;
@@ -458,7 +459,7 @@ void *kcap_drainer_main(void *arg)
         int got = 0;
         /* doorbells from the front to a little past the newest seen (streams may finish out
            of order) */
-        unsigned long long t0 = r->books->tail_ticket + 1, t1 = (max_seen > t0 ? max_seen : t0) + 64;
+        unsigned long long t0 = r->books->tail_ticket + 1, t1 = (max_seen > t0 ? max_seen : t0) + KCAP_BELL_LOOKAHEAD;
         if (t1 - t0 > KCAP_RING_NREC)
             t1 = t0 + KCAP_RING_NREC;
         for (unsigned long long t = t0; t < t1; t++) {
@@ -475,7 +476,7 @@ void *kcap_drainer_main(void *arg)
             got = 1;
         }
         kcap_settle_eager_drops(r);
-        if (now - last_read > (want ? 2000000ull : 20000000ull)) {
+        if (now - last_read > (want ? KCAP_DEV_READ_ARMED_NS : KCAP_DEV_READ_IDLE_NS)) {
             kring_dev h;
             if (!kcap_read_device(r, &h)) {
                 int pending = 0;
@@ -491,7 +492,7 @@ void *kcap_drainer_main(void *arg)
             r->books->tail_ticket == max_seen)
             kcap_ring_free_mem(r);
         if (!got) {
-            struct timespec ts = {0, want ? 100000L : 20000000L};
+            struct timespec ts = {0, (long)(want ? KCAP_DRAIN_POLL_ARMED_NS : KCAP_DRAIN_POLL_IDLE_NS)};
             nanosleep(&ts, NULL);
         }
     }

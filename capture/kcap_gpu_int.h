@@ -16,6 +16,7 @@
 #include "kcap_state.h"
 #include "kcap_ring.h"
 #include "kcap_stage_layout.h"
+#include "kcap_tags.h"
 
 #include <pthread.h>
 
@@ -26,6 +27,17 @@
 #define KCAP_SITE_CHUNKS 1024 /* 1,048,576 sites: far beyond what a service captures */
 #define KCAP_ARGS_MAX 512 /* bytes of an args struct a site keeps (the descriptions' largest) */
 #define KCAP_STAGE_THREADS 512
+#define KCAP_STAGE_BLOCKS_PER_SM 2   /* staging grid: enough loads in flight to stream rows */
+#define KCAP_STAGE_SMS_UNKNOWN 64    /* SM count assumed when the device does not say */
+#define KCAP_ONE_WARP 32             /* block of the one-thread kernels (gate, ring control) */
+#define KCAP_DRAIN_POLL_ARMED_NS 100000ull   /* drainer sleep without doorbells, armed ... */
+#define KCAP_DRAIN_POLL_IDLE_NS 20000000ull  /* ... and disarmed (20 ms: costs nothing) */
+#define KCAP_DEV_READ_ARMED_NS 2000000ull    /* ring header read-back period, armed ... */
+#define KCAP_DEV_READ_IDLE_NS 20000000ull    /* ... and disarmed */
+#define KCAP_BELL_LOOKAHEAD 64       /* doorbells past the newest seen (streams finish out of order) */
+#define KCAP_QUEUE_WAIT_NS 500000L   /* the drainer's wait for the writer queue to make room */
+#define KCAP_SHUTDOWN_POLL_US 1000   /* exit: poll of eager sites still running, ... */
+#define KCAP_SHUTDOWN_DRAIN_US 2000  /* ... and of the drainer finishing */
 #define KCAP_BOUNCE_BYTES (8u << 20) /* pinned bounce buffer of the read-back */
 /* Budget units the drainer keeps granted to the device for graph replays (each reserved on
  * the host first): at most this many graph snapshots are staged and not yet drained. */
@@ -77,6 +89,7 @@ typedef struct ksite {
     _Alignas(16) unsigned char args[KCAP_ARGS_MAX]; /* the call's args struct, as it was */
     kcap_slot *sl;
     kcap_layout lay;        /* where its tensors go in a region */
+    char tags[KCAP_TAGS_TEXT]; /* the calling thread's tags (kcap_tag) when it was staged */
     int status;             /* the real call's return */
     uint64_t seq;
     /* eager sites only */

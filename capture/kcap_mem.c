@@ -21,6 +21,7 @@
 #include "kcap_cu.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -141,13 +142,24 @@ void kcap_mem_host_ops(kcap_devctx *dc, kcap_mem_ops *ops)
 
 static atomic_int g_cuda_seen; /* the host has loaded libcuda (sticky) */
 
+/* dl_iterate_phdr callback: 1 (stop) at the driver library (libcuda.so.1, or the
+ * unversioned libcuda.so a host may dlopen). */
+static int kcap_is_libcuda(struct dl_phdr_info *info, size_t size, void *ud)
+{
+    (void)size, (void)ud;
+    const char *n = info->dlpi_name, *b = n ? strrchr(n, '/') : NULL;
+    b = b ? b + 1 : n;
+    return b && (!strcmp(b, "libcuda.so.1") || !strcmp(b, "libcuda.so"));
+}
+
+/* The driver API when the host has loaded libcuda. Looked up by walking the loaded objects,
+ * not with dlopen(RTLD_NOLOAD): a failing dlopen runs the loader's error path, which with
+ * lazy binding needs more stack than a small host thread has (a 16 KiB caller died there). */
 static const kcap_cu *kcap_cu_if_loaded(void)
 {
     if (!atomic_load_explicit(&g_cuda_seen, memory_order_relaxed)) {
-        void *h = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
-        if (!h)
+        if (!dl_iterate_phdr(kcap_is_libcuda, NULL))
             return NULL;
-        dlclose(h);
         atomic_store(&g_cuda_seen, 1);
     }
     return kcap_cu_load(NULL);

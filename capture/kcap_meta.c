@@ -20,6 +20,7 @@
 #include "kcap_meta.h"
 #include "kcap_log.h"
 #include "kcap_state.h"
+#include "kcap_tags.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -182,6 +183,8 @@ void kcap_fill_meta(kcap_slot *sl, kcap_meta *m, uint64_t seq)
     m->rank = kcap_rank();
     m->seq = seq;
     snprintf(m->kcap_version, sizeof m->kcap_version, "%s", KCAP_VERSION);
+    if (!m->tags[0]) /* the GPU path brings the tags of the call's thread along */
+        kcap_tags_text(m->tags, sizeof m->tags);
     if (!m->call[0])
         snprintf(m->call, sizeof m->call, "%s", sl->desc->name);
     pthread_mutex_lock(&g_lib_lock);

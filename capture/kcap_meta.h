@@ -12,8 +12,8 @@
 #include "kcap_slot.h"
 #include "kcap_snapshot.h" /* formats/: kcap_meta */
 
-/* Where a snapshot came from: time, host, pid, rank, sequence, kcap version, the call and
- * its library (path, hash); device_name "cpu" (callers on the device path then fill the
+/* Where a snapshot came from: time, host, pid, rank, sequence, kcap version, the call, its
+ * library (path, hash) and the calling thread's tags (unless m->tags is set); device_name "cpu" (callers on the device path then fill the
  * device identity with kcap_dev_meta). */
 void kcap_fill_meta(kcap_slot *sl, kcap_meta *m, uint64_t seq);
 int kcap_rank(void);

@@ -3,11 +3,14 @@
  * every tensor argument becomes a segment; the scalars alone decide the static ones, and a
  * first dimension that is an element of another input tensor (directly, "mask_indptr[bs]",
  * or through a derived symbol, "nnz" = "kv_indptr[bs]") becomes a count the device reads.
+ * It runs on the host's calling thread: its buffers stay small and the one error record
+ * lives on the heap (capture uses at most 4 KiB of the caller's stack).
  */
 #include "kcap_stage_layout.h"
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define R16(x) (((x) + 15) & ~15ll)
@@ -57,7 +60,7 @@ static int seg_of(const kcap_layout *l, const char *const *names, const char *na
 /* A first dimension the scalars cannot give: "T[e]" with T an earlier static dense int
  * input, e over scalars: a device count. Its index in l->count_src, or -1. */
 static int counted_dim(const kcap_call_desc *d, const kcap_snapshot *s, kcap_layout *l,
-                       const char *const *names, const char *expr)
+                       const char *const *names, const char *expr, kcap_error *err)
 {
     char buf[128], name[KCAP_NAME_MAX];
     const char *e = expand(d, expr, buf, sizeof buf);
@@ -71,8 +74,7 @@ static int counted_dim(const kcap_call_desc *d, const kcap_snapshot *s, kcap_lay
     snprintf(inner, sizeof inner, "%.*s", (int)(strlen(br + 1) - 1), br + 1);
     int k = seg_of(l, names, name);
     int64_t at;
-    kcap_error err = {0};
-    if (k < 0 || kcap_expr_eval(d, s, inner, &at, &err))
+    if (k < 0 || kcap_expr_eval(d, s, inner, &at, err))
         return -1;
     const kseg *g = &l->seg_in[k];
     int es = (int)g->row_bytes; /* a 1-D dense int tensor: one element per row */
@@ -92,7 +94,8 @@ static int counted_dim(const kcap_call_desc *d, const kcap_snapshot *s, kcap_lay
 
 /* One tensor argument as a segment of its phase. */
 static int add_seg(const kcap_call_desc *d, const kcap_arg_desc *a, const void *args,
-                   const kcap_snapshot *s, kcap_layout *l, const char **names_in)
+                   const kcap_snapshot *s, kcap_layout *l, const char **names_in,
+                   kcap_error *err)
 {
     const void *ptr = kcap_call_tensor_ptr(d, args, a->name);
     if (!ptr)
@@ -100,9 +103,8 @@ static int add_seg(const kcap_call_desc *d, const kcap_arg_desc *a, const void *
     int in = a->kind == KCAP_ARG_IN;
     if ((in ? l->nin : l->nout) == KCAP_MAX_SEGS || a->ndim < 1 || a->ndim > 3)
         return -1;
-    kcap_error err = {0};
     size_t es;
-    if (kcap_call_elem_size(d, a, s, &es, &err) || !es)
+    if (kcap_call_elem_size(d, a, s, &es, err) || !es)
         return -1;
     kseg g;
     memset(&g, 0, sizeof g);
@@ -110,10 +112,10 @@ static int add_seg(const kcap_call_desc *d, const kcap_arg_desc *a, const void *
     g.counter = KCAP_SEG_STATIC;
     int64_t dims[KCAP_MAX_DIMS], st[KCAP_MAX_DIMS];
     for (int k = 0; k < a->ndim; k++) {
-        if (!kcap_expr_eval(d, s, a->shape[k], &dims[k], &err) && dims[k] >= 0)
+        if (!kcap_expr_eval(d, s, a->shape[k], &dims[k], err) && dims[k] >= 0)
             continue;
         if (k || !in || a->gather == KCAP_GATHER_STRIDED ||
-            (g.counter = counted_dim(d, s, l, names_in, a->shape[k])) < 0)
+            (g.counter = counted_dim(d, s, l, names_in, a->shape[k], err)) < 0)
             return -1;
         dims[k] = 0;
     }
@@ -126,7 +128,7 @@ static int add_seg(const kcap_call_desc *d, const kcap_arg_desc *a, const void *
     g.s0 = inner;
     if (a->gather == KCAP_GATHER_STRIDED) {
         for (int k = 0; k < a->ndim; k++)
-            if (!a->strides[k] || kcap_expr_eval(d, s, a->strides[k], &st[k], &err) || st[k] < 0)
+            if (!a->strides[k] || kcap_expr_eval(d, s, a->strides[k], &st[k], err) || st[k] < 0)
                 return -1;
         if (st[a->ndim - 1] != 1 && a->ndim > 1)
             return -1;
@@ -141,8 +143,8 @@ static int add_seg(const kcap_call_desc *d, const kcap_arg_desc *a, const void *
         int k = a->index_arg ? seg_of(l, names_in, a->index_arg) : -1;
         int64_t rs, pool;
         if (k < 0 || !a->row_stride || !a->pool_rows ||
-            kcap_expr_eval(d, s, a->row_stride, &rs, &err) ||
-            kcap_expr_eval(d, s, a->pool_rows, &pool, &err))
+            kcap_expr_eval(d, s, a->row_stride, &rs, err) ||
+            kcap_expr_eval(d, s, a->pool_rows, &pool, err))
             return -1;
         const kseg *ix = &l->seg_in[k];
         if (g.row_bytes > KCAP_ZERO_ROW_BYTES) /* an index out of the pool reads the zero row */
@@ -171,14 +173,16 @@ int kcap_stage_layout(const kcap_call_desc *d, const void *args, kcap_layout *ou
 {
     memset(out, 0, sizeof *out);
     kcap_snapshot *s = kcap_snapshot_create();
-    kcap_error err = {0};
-    int rc = s && !kcap_call_record_scalars(d, args, s, &err) ? 0 : -1;
+    /* the evaluator's messages go to the heap: this runs on the host's (maybe 16 KiB) stack */
+    kcap_error *err = calloc(1, sizeof *err);
+    int rc = s && err && !kcap_call_record_scalars(d, args, s, err) ? 0 : -1;
     const char *names_in[KCAP_MAX_SEGS];
     /* inputs first: the counted parts follow the fixed part, which holds the outputs too */
     for (int phase = KCAP_ARG_IN; phase <= KCAP_ARG_OUT && !rc; phase++)
         for (int i = 0; i < d->nargs && !rc; i++)
             if ((int)d->args[i].kind == phase)
-                rc = add_seg(d, &d->args[i], args, s, out, names_in);
+                rc = add_seg(d, &d->args[i], args, s, out, names_in, err);
     kcap_snapshot_free(s);
+    free(err);
     return rc;
 }

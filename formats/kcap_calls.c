@@ -98,17 +98,16 @@ int kcap_call_elem_size(const kcap_call_desc *d, const kcap_arg_desc *a, const k
     return KCAP_OK;
 }
 
-int64_t kcap_call_pool_rows(const kcap_call_desc *d, const void *args)
+int64_t kcap_call_pool_rows(const kcap_call_desc *d, const void *args, kcap_error *err)
 {
     for (int i = 0; d && args && i < d->nargs; i++) {
         const kcap_arg_desc *a = &d->args[i];
         if (a->gather != KCAP_GATHER_ROWS || !a->pool_rows)
             continue;
         kcap_snapshot *s = kcap_snapshot_create();
-        kcap_error err = {0};
         int64_t v = 0;
-        if (!s || kcap_call_record_scalars(d, args, s, &err) ||
-            kcap_expr_eval(d, s, a->pool_rows, &v, &err) || v < 0)
+        if (!s || kcap_call_record_scalars(d, args, s, err) ||
+            kcap_expr_eval(d, s, a->pool_rows, &v, err) || v < 0)
             v = 0;
         kcap_snapshot_free(s);
         return v;

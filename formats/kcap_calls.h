@@ -208,8 +208,9 @@ const void *kcap_call_tensor_ptr(const kcap_call_desc *d, const void *args, cons
 int kcap_call_record_scalars(const kcap_call_desc *d, const void *args, kcap_snapshot *snap,
                              kcap_error *err);
 /* Rows of the pool a ROWS tensor gathers from, from the scalars of an args struct (0 when
- * the call has no pool or the expression cannot be evaluated): capture's range check. */
-int64_t kcap_call_pool_rows(const kcap_call_desc *d, const void *args);
+ * the call has no pool or the expression cannot be evaluated, the reason in err): capture's
+ * range check. `err` is the caller's (capture keeps it off a small host stack). */
+int64_t kcap_call_pool_rows(const kcap_call_desc *d, const void *args, kcap_error *err);
 /* 1 and *out = tokens per request when tensor `name` is token-major in the description (its
  * element indices map to (request, token, head, channel)), else 0. */
 int kcap_call_tokens_per_request(const kcap_call_desc *d, const kcap_snapshot *s,

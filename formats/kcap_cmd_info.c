@@ -87,6 +87,8 @@ static void print_json(const char *path, const kcap_snapshot *s, const size_t *s
            "  \"kcap_version\": ",
            (unsigned long long)m->seq, m->in_stream_capture ? "true" : "false", m->call_status);
     jstr(m->kcap_version);
+    printf(",\n  \"tags\": ");
+    jstr(m->tags);
     printf(",\n  \"scalars\": {");
     for (int i = 0; i < s->nscalars; i++) {
         printf("%s\n    ", i ? "," : "");
@@ -134,6 +136,8 @@ static void print_text(const char *path, const kcap_snapshot *s, const size_t *s
            m->device_name[0] ? safe(m->device_name) : "-", m->cc_major, m->cc_minor,
            m->driver_version, m->runtime_version);
     printf("library    %s  %s\n", m->lib_path[0] ? safe(m->lib_path) : "-", safe(m->lib_hash));
+    if (m->tags[0])
+        printf("tags       %s\n", safe(m->tags));
     printf("scalars   ");
     for (int i = 0; i < s->nscalars; i++) {
         if (s->scalars[i].type == KCAP_SC_INT)

@@ -65,7 +65,7 @@ static const meta_field meta_fields[] = {
     MF(cc_major, MK_INT),       MF(cc_minor, MK_INT),       MF(driver_version, MK_INT),
     MF(runtime_version, MK_INT), MF(lib_path, MK_STR),      MF(lib_hash, MK_STR),
     MF(seq, MK_U64),            MF(in_stream_capture, MK_INT), MF(call_status, MK_INT),
-    MF(kcap_version, MK_STR),
+    MF(kcap_version, MK_STR),   MF(tags, MK_STR),
 };
 #undef MF
 #define NMETA ((int)(sizeof meta_fields / sizeof meta_fields[0]))

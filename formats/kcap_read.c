@@ -383,6 +383,7 @@ static int read_meta(kcap_rctx *r, hid_t f, kcap_meta *m)
     m->call_status = (int)v;
     OPT(kcap_h5_attr_get_str(f, "kcap_version", m->kcap_version, sizeof m->kcap_version),
         "kcap_version");
+    OPT(kcap_h5_attr_get_str(f, "tags", m->tags, sizeof m->tags), "tags");
 #undef REQ
 #undef OPT
     return KCAP_OK;

@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 #define KCAP_FORMAT_MAJOR 1
-#define KCAP_FORMAT_MINOR 0
+#define KCAP_FORMAT_MINOR 1
 #define KCAP_MAX_DIMS 4
 #define KCAP_NAME_MAX 64
 
@@ -82,6 +82,7 @@ typedef struct kcap_meta {
     int in_stream_capture;    /* 1 if the call was made during CUDA stream capture */
     int call_status;          /* what the real function returned */
     char kcap_version[32];
+    char tags[256];           /* "key=value,..." the host set with kcap_tag (format 1.1; "" none) */
 } kcap_meta;
 
 typedef struct kcap_snapshot {

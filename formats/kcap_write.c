@@ -416,6 +416,7 @@ static int write_meta(wctx *c, hid_t f, const kcap_meta *m)
               kcap_h5_attr_put_i64(f, "in_stream_capture", m->in_stream_capture) < 0 ||
               kcap_h5_attr_put_i64(f, "call_status", m->call_status) < 0 ||
               kcap_h5_attr_put_str(f, "kcap_version", m->kcap_version) < 0 ||
+              (m->tags[0] && kcap_h5_attr_put_str(f, "tags", m->tags) < 0) ||
               (desc && kcap_h5_attr_put_str(f, "call_description", desc) < 0);
     free(desc);
     return bad ? h5fail(c, "writing root metadata attributes", "/") : KCAP_OK;

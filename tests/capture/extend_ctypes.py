@@ -5,7 +5,9 @@ slots in a shuffled pool, draft rows in k_extend, a custom mask on odd calls), p
 hash line per call of what came back (status, o, lse) so a run under libkcap can be compared
 with a bare one.
 
-usage: extend_ctypes.py LIB [--calls N] [--seed S]
+usage: extend_ctypes.py LIB [--calls N] [--seed S] [--tag]
+  --tag  before call i: kcap.tag("layer", i % 4) and kcap.tag("step", i // 4), as a serving
+         backend tags its calls (a no-op without libkcap.so).
 """
 import argparse
 import ctypes as C
@@ -16,6 +18,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../python"))
+import kcap  # noqa: E402
 from kcap.vattn import Library, VattnExtendArgs  # noqa: E402
 
 
@@ -67,11 +70,15 @@ def main():
     ap.add_argument("lib")
     ap.add_argument("--calls", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--tag", action="store_true")
     args = ap.parse_args()
     lib = Library(args.lib)
     rng = np.random.default_rng(args.seed)
     bad = 0
     for i in range(args.calls):
+        if args.tag:
+            kcap.tag("layer", i % 4)
+            kcap.tag("step", i // 4)
         st, h = one_call(lib, rng, masked=i % 2 == 1)
         print("call %d status %d %s" % (i, st, h))
         bad |= st != 0

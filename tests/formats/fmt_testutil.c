@@ -38,8 +38,10 @@ const char *tu_tmpdir(void)
 
 char *tu_path(const char *name)
 {
-    static char ring[8][1024];
-    static int at;
+    /* per thread: test_files' writer threads build paths at the same time (a shared ring
+       once handed one thread another's path, and it wrote into the other's file) */
+    static _Thread_local char ring[8][1024];
+    static _Thread_local int at;
     char *p = ring[at++ % 8];
     snprintf(p, 1024, "%s/%s", tu_tmpdir(), name);
     return p;

@@ -26,7 +26,7 @@ extern int tu_failures;
 #define CHECK_OK(rc, err) CHECK((rc) == 0, "rc=%d %s", (int)(rc), (err).msg)
 
 const char *tu_tmpdir(void);             /* created once, removed at exit */
-char *tu_path(const char *name);         /* tu_tmpdir()/name, static ring of buffers */
+char *tu_path(const char *name);         /* tu_tmpdir()/name, a per-thread ring of buffers */
 void tu_fill(void *buf, size_t n, uint64_t seed);
 void tu_fill_bf16(uint16_t *buf, size_t n, uint64_t seed); /* smooth-ish, finite values */
 int tu_run(const char *cmd, char *out, size_t outn);          /* popen; returns exit code */

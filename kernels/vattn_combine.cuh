@@ -18,7 +18,12 @@ namespace {
  * adds the G group sums in group order: a fixed order for a given split count, so bitwise
  * deterministic. G = 4 from COMBINE_WIDE_SPLITS splits up: with 132 splits of a 64-row
  * request one group was a chain of 17 dependent round trips to memory (-7.6 % of the whole
- * call at (1,16,4,185000)); with few splits the wide block only costs (+14 % at 2 splits). */
+ * call at (1,16,4,185000)); with few splits the wide block only costs (+14 % at 2 splits).
+ * Tried for issue 16: G = 4 from 12 splits and an L1 prefetch of the partials before the
+ * (m, l) pass: no gain where it was meant to help, +1.4-2.9 us where the rows are many (13-15
+ * splits of 128-512 rows, docs/PERF.md): at serving sizes the combine is bound by the bytes of
+ * the partials (written back from a dirty L2 and read again), not by its load batches.
+ * Launched with programmatic dependent launch (vattn_pdl_wait). */
 constexpr int COMBINE_MAX_SPLITS = 1024; /* vattn_plan caps nsplit at this */
 constexpr int COMBINE_WIDE_SPLITS = 64;
 
@@ -30,7 +35,10 @@ template <int FP16, int G> __global__ void __launch_bounds__(128 * G, 8 / G) vat
     __shared__ int red_bad[COMBINE_THREADS / 32];
     __shared__ float4 part[G > 1 ? G - 1 : 1][128];
     const int r = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
+    vattn_pdl_wait(); /* launched while the fast kernel runs: its partials are visible after this */
+    vattn_pdl_trigger();
     const int64_t base = (int64_t)b * p.nsplit * p.mpad + r;
+
     float mmax = -INFINITY;
     int bad = 0;
     for (int s = tid; s < p.nsplit; s += COMBINE_THREADS) {

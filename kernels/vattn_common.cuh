@@ -28,6 +28,22 @@ constexpr int DV = VATTN_HEAD_DIM_V;
 
 /* ---------------------------------------------------------------- shared helpers ---- */
 
+/* Programmatic dependent launch (PTX griddepcontrol, sm_90 and later, sm_120 included): the fast
+ * and combine kernels are launched with programmaticStreamSerializationAllowed, so their blocks
+ * may start while the previous kernel of the stream is still running (their launch and block
+ * scheduling overlap that kernel's tail). vattn_pdl_wait() comes first in each of them, before
+ * ANY global read or write (the inputs may come from the previous kernel, which may also still
+ * read what we are about to write): it returns once every prerequisite grid has completed and
+ * its memory is visible. vattn_pdl_trigger() lets the next kernel of the stream be launched
+ * early (it waits the same way; one launched without the attribute waits for us to finish as
+ * usual). The fast kernels trigger after their KV loop, not at their start, so the combine's
+ * blocks are placed once the fast blocks are near their end (a guess at why PDL cost 3 us at
+ * (1,16,16,4096), whose split grid fills every SM: moving the trigger left 2.2 us of it, so the
+ * host launches such grids without PDL, verify_attn.cu). Without the attribute both return at
+ * once. */
+__device__ __forceinline__ void vattn_pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void vattn_pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+
 /* One call of either convention. The kernels only see it through the key source and mask
  * source below, so vattn_verify and vattn_extend share every kernel and, for the same keys in
  * the same order, every bit of the result. */
@@ -57,6 +73,9 @@ struct VattnParams {
     const int64_t *mask_indptr;
     /* fast kernel plan */
     int mchunks, nsplit, tiles_per_split, mpad;
+    int dev_stage; /* dev build only (VATTN_DEV_STAGE, timing variants): 1 = every fast block returns
+                      at once, 2 = no KV tiles (prologue and epilogue only), 3 = no KV tiles and no
+                      epilogue (prologue only); 0 = the real call */
     float *ws_o;  /* [bs][nsplit][mpad][512] unnormalised partial O */
     float2 *ws_ml; /* [bs][nsplit][mpad] (m in log2 units, l) */
 };
@@ -199,6 +218,10 @@ __device__ __forceinline__ VattnBlockKeys vattn_block_keys(const VattnParams &p,
         vattn_split_range(kv_len, sp, p.nsplit, &k.key_begin, &k.key_end);
     k.idx_end = p.ext && k.prefix < k.key_end ? k.prefix : k.key_end;
     k.ntiles = k.key_end > k.key_begin ? (int)((k.key_end - k.key_begin + BN - 1) / BN) : 0;
+#ifdef VATTN_DEV
+    if (p.dev_stage >= 2) /* timing variants: no KV tiles */
+        k.ntiles = 0;
+#endif
     return k;
 }
 
@@ -408,12 +431,14 @@ __device__ __forceinline__ void vattn_fast_epilogue(const VattnParams &p, const 
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
             const int row = row0 + mt * 16 + g + hr * 8;
+            if (mc * bm + row >= p.M) /* padding rows: the combine never reads them */
+                continue;
             float *o = p.ws_o + (pbase + row) * DV + col0 + 2 * t4;
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
                 *reinterpret_cast<float2 *>(o + nt * 8) = make_float2(oacc[mt][nt][2 * hr], oacc[mt][nt][2 * hr + 1]);
         }
-    if (srow >= 0)
+    if (srow >= 0 && mc * bm + srow < p.M)
         p.ws_ml[pbase + srow] = make_float2(nan_out ? NAN : m[srow], l[srow]);
 }
 

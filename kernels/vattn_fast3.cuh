@@ -57,6 +57,11 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast_kernel(VattnParams p)
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t4 = lane & 3;
     const int kq = warp & 3, nh = warp >> 2; /* S product: k-quarter, key half */
+    vattn_pdl_wait(); /* before any global access */
+#ifdef VATTN_DEV
+    if (p.dev_stage == 1) /* timing variant: the launch alone */
+        return;
+#endif
     const VattnBlockKeys bk = vattn_block_keys(p, b, sp);
     const int64_t start = bk.start, prefix = bk.prefix, key_begin = bk.key_begin, key_end = bk.key_end;
     const int64_t idx_end = bk.idx_end;
@@ -236,6 +241,11 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast_kernel(VattnParams p)
             [&](int kk, int np) { return vbase + (kk * 16 * KV_PITCH + np * 16) * 2; }, 0, lane);
     }
     __syncthreads(); /* final m, l, bad visible to every thread */
+    vattn_pdl_trigger(); /* the combine kernel may be launched (it waits for this grid to end) */
+#ifdef VATTN_DEV
+    if (p.dev_stage == 3) /* timing variant: no epilogue */
+        return;
+#endif
 
     vattn_fast_epilogue<FP16, BM / 16, 8>(p, sm.m, sm.l, sm.bad != 0, oacc, BM, 0, warp * 64, mc, sp, b, lane,
                                            tid < BM ? tid : -1);

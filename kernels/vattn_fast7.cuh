@@ -235,6 +235,11 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
     const int g = lane >> 2, t4 = lane & 3;
     const int grp = warp >> 2, w4 = warp & 3;
     const int rg = grp * 2 + (w4 & 1), kh = w4 >> 1; /* S role: 16-row group of the block, k-half */
+    vattn_pdl_wait(); /* before any global access */
+#ifdef VATTN_DEV
+    if (p.dev_stage == 1) /* timing variant: the launch alone */
+        return;
+#endif
     const VattnBlockKeys bk = vattn_block_keys(p, b, sp);
     const int64_t start = bk.start, prefix = bk.prefix, key_begin = bk.key_begin, key_end = bk.key_end;
     const int ntiles = bk.ntiles;
@@ -464,6 +469,11 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
         sm.l[Rw] = l_run;
     }
     cp_async_wait_all(); /* warp 0's index copies past the last tile */
+    vattn_pdl_trigger(); /* the combine kernel may be launched (it waits for this grid to end) */
+#ifdef VATTN_DEV
+    if (p.dev_stage == 3) /* timing variant: no epilogue */
+        return;
+#endif
     __syncthreads();     /* final m, l, bad visible to every thread */
     /* lse / (m, l) of each row by a thread of the row's own group (warps 0 and 4) */
     vattn_fast_epilogue<FP16, 2, 16>(p, sm.m, sm.l, sm.bad != 0, oacc, BM7, grp * 32, w4 * 128, mc, sp, b, lane,

@@ -17,8 +17,11 @@
  * vattn_verify and vattn_extend differ only in the parameter block they fill (vattn_params):
  * the plan, the kernels and their launches are the same code.
  * Dev build (-DVATTN_DEV, build/tests/libverify_attn_dev.so for the dev harness and tests):
- * VATTN_VARIANT=3|7 and VATTN_FORCE_NSPLIT=n are read per call; the production library reads
- * no environment.
+ * VATTN_VARIANT=3|7, VATTN_FORCE_NSPLIT=n and the timing knobs VATTN_DEV_PDL / VATTN_DEV_STAGE /
+ * VATTN_DEV_NOCOMBINE are read per call; the production library reads no environment.
+ * Launches go through cudaLaunchKernelEx with programmatic dependent launch (vattn_pdl_wait in
+ * vattn_common.cuh); per-call host work is cached where it cannot change (SM count, the fast
+ * kernels' shared-memory limit, a usable device).
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -194,41 +197,110 @@ VattnParams vattn_params(const vattn_extend_args *a)
     return p;
 }
 
+/* Dev build knobs read per call (the production library reads none): VATTN_DEV_PDL=0 launches
+ * without programmatic dependent launch, VATTN_DEV_STAGE=1|2 and VATTN_DEV_NOCOMBINE=1 are the
+ * timing variants of vattn_dev --serving (launch only / no KV tiles / no split combine: their
+ * outputs are not the attention). */
+int vattn_dev_knob(const char *name, int dflt)
+{
+#ifdef VATTN_DEV
+    const char *v = getenv(name);
+    if (v && *v)
+        return atoi(v);
+#else
+    (void)name;
+#endif
+    return dflt;
+}
+
+/* The fast kernels' dynamic shared memory limit, raised once per (device, kernel): a driver
+ * call per verify step is host latency. kern_id indexes the 4 fast-kernel instantiations. */
+int g_smem_ok[VATTN_SM_CACHE][4];
+
+cudaError_t vattn_smem_attr(void (*kern)(VattnParams), int kern_id, int bytes, bool force)
+{
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess)
+        dev = -1;
+    const bool cached = dev >= 0 && dev < VATTN_SM_CACHE;
+    if (!force && cached && __atomic_load_n(&g_smem_ok[dev][kern_id], __ATOMIC_RELAXED))
+        return cudaSuccess;
+    const cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (e == cudaSuccess && cached)
+        __atomic_store_n(&g_smem_ok[dev][kern_id], 1, __ATOMIC_RELAXED);
+    return e;
+}
+
+/* One launch, with programmatic dependent launch unless pdl == 0 (vattn_pdl_enter). */
+cudaError_t vattn_launch(void (*kern)(VattnParams), dim3 grid, int threads, size_t smem, cudaStream_t st, int pdl,
+                         const VattnParams &p)
+{
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(threads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kern, p);
+}
+
+/* A fast kernel: its smem limit (cached), the launch; a failed launch is retried once with the
+ * limit set again (a device reset drops it) and without PDL. */
+cudaError_t vattn_launch_smem(void (*kern)(VattnParams), int kern_id, int smem, dim3 grid, cudaStream_t st, int pdl,
+                              const VattnParams &p)
+{
+    cudaError_t e = vattn_smem_attr(kern, kern_id, smem, false);
+    if (e == cudaSuccess && (e = vattn_launch(kern, grid, NTHREADS, smem, st, pdl, p)) == cudaSuccess)
+        return e;
+    cudaGetLastError();
+    if ((e = vattn_smem_attr(kern, kern_id, smem, true)) != cudaSuccess)
+        return e;
+    return vattn_launch(kern, grid, NTHREADS, smem, st, 0, p);
+}
+
 template <int FP16> int vattn_launch_fast(const VattnSizes &sz, VattnParams p, void *ws, cudaStream_t st)
 {
-    const FastPlan pl = vattn_plan(sz, vattn_sm_count());
+    const int sms = vattn_sm_count();
+    const FastPlan pl = vattn_plan(sz, sms);
     p.mchunks = pl.mchunks;
     p.nsplit = pl.nsplit;
     p.tiles_per_split = pl.tiles_per_split;
     p.mpad = pl.mpad;
+    p.dev_stage = vattn_dev_knob("VATTN_DEV_STAGE", 0);
+    /* Programmatic dependent launch for both launches, except when the split grid fills every
+     * SM: there it cost 2.2-3.0 us at (1,16,16,4096) (132 blocks, 33 splits of 256 rows; measured
+     * in two runs, docs/PERF.md) where it saves 0.2-0.8 us on the serving rows that leave SMs free. */
+    const bool full_split_grid = pl.nsplit > 1 && (int64_t)sz.bs * pl.mchunks * pl.nsplit >= sms;
+    const int pdl = vattn_dev_knob("VATTN_DEV_PDL", full_split_grid ? 0 : 1);
     if (pl.nsplit > 1) {
         p.ws_o = (float *)ws;
         p.ws_ml = (float2 *)((char *)ws + (size_t)sz.bs * pl.nsplit * pl.mpad * DV * sizeof(float));
     }
+    const dim3 grid(pl.mchunks, pl.nsplit, sz.bs);
     cudaError_t e;
     if (pl.variant == 7) {
-        void (*kern)(VattnParams) = vattn_fast7_kernel<FP16>;
-        e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sizeof(FastSmem7));
+        e = vattn_launch_smem(vattn_fast7_kernel<FP16>, 2 + FP16, (int)sizeof(FastSmem7), grid, st, pdl, p);
         if (e != cudaSuccess)
-            return vattn_cuda_fail(e, "cudaFuncSetAttribute(vattn_fast7_kernel)");
-        kern<<<dim3(pl.mchunks, pl.nsplit, sz.bs), NTHREADS, sizeof(FastSmem7), st>>>(p);
-        if ((e = cudaGetLastError()) != cudaSuccess)
             return vattn_cuda_fail(e, "launch vattn_fast7_kernel");
     } else {
-        e = cudaFuncSetAttribute(vattn_fast_kernel<FP16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)sizeof(FastSmem));
+        e = vattn_launch_smem(vattn_fast_kernel<FP16>, FP16, (int)sizeof(FastSmem), grid, st, pdl, p);
         if (e != cudaSuccess)
-            return vattn_cuda_fail(e, "cudaFuncSetAttribute(vattn_fast_kernel)");
-        vattn_fast_kernel<FP16><<<dim3(pl.mchunks, pl.nsplit, sz.bs), NTHREADS, sizeof(FastSmem), st>>>(p);
-        if ((e = cudaGetLastError()) != cudaSuccess)
             return vattn_cuda_fail(e, "launch vattn_fast_kernel");
     }
-    if (pl.nsplit > 1) {
-        if (pl.nsplit >= COMBINE_WIDE_SPLITS)
-            vattn_combine_kernel<FP16, 4><<<dim3(p.M, sz.bs), 512, 0, st>>>(p);
-        else
-            vattn_combine_kernel<FP16, 1><<<dim3(p.M, sz.bs), 128, 0, st>>>(p);
-        if ((e = cudaGetLastError()) != cudaSuccess)
+    if (pl.nsplit > 1 && !vattn_dev_knob("VATTN_DEV_NOCOMBINE", 0)) {
+        const bool wide = pl.nsplit >= COMBINE_WIDE_SPLITS;
+        e = vattn_launch(wide ? vattn_combine_kernel<FP16, 4> : vattn_combine_kernel<FP16, 1>, dim3(p.M, sz.bs),
+                         wide ? 512 : 128, 0, st, pdl, p);
+        if (e != cudaSuccess) { /* once more without PDL */
+            cudaGetLastError();
+            e = vattn_launch(wide ? vattn_combine_kernel<FP16, 4> : vattn_combine_kernel<FP16, 1>, dim3(p.M, sz.bs),
+                             wide ? 512 : 128, 0, st, 0, p);
+        }
+        if (e != cudaSuccess)
             return vattn_cuda_fail(e, "launch vattn_combine_kernel");
     }
     return VATTN_OK;
@@ -243,8 +315,14 @@ template <int FP16> int vattn_launch_ref(const VattnSizes &sz, const VattnParams
     return VATTN_OK;
 }
 
+/* A usable device: asked until the first success, then remembered (a process does not lose
+ * its devices; a per-call driver query is host latency). */
+int g_device_seen;
+
 int vattn_device_ok(void)
 {
+    if (__atomic_load_n(&g_device_seen, __ATOMIC_RELAXED))
+        return VATTN_OK;
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n < 1) {
@@ -252,6 +330,7 @@ int vattn_device_ok(void)
             e = cudaErrorNoDevice;
         return vattn_cuda_fail(e, "cudaGetDeviceCount");
     }
+    __atomic_store_n(&g_device_seen, 1, __ATOMIC_RELAXED);
     return VATTN_OK;
 }
 

@@ -5,7 +5,7 @@
 # SASS summary (HMMA / HGMMA / local-memory instruction counts per kernel), or the serving-set
 # bench (vattn_dev --serving: per call in CUDA graphs, L2 warm / cold, eager). Logs go to $OUT
 # (or build/dev-out). The VATTN_VARIANT runs use the dev build build/tests/libverify_attn_dev.so.
-# Usage: bench_gpu_dev.sh [test] [testv3|testv7] [bench] [serving] [ncu] [sass] [torch]
+# Usage: bench_gpu_dev.sh [test] [testv3|testv7] [bench] [serving|breakdown] [racecheck] [ncu] [sass] [torch]
 #                     or: bench_gpu_dev.sh final   (default build, make test-gpu, make bench-gpu, SASS)
 set -uo pipefail
 out=${OUT:-build/dev-out}
@@ -55,7 +55,8 @@ for what in "$@"; do
     test)
         timeout 300 build/tests/test_verify_gpu >"$out/test_gpu.log" 2>&1
         echo "test_verify_gpu rc=$? ($(( $(date +%s) - t0 )) s)"
-        grep -E "^FAIL|checks failed" "$out/test_gpu.log" | head -20 ;;
+        grep -E "^FAIL|checks failed" "$out/test_gpu.log" | head -20
+        grep -E "^\| .*(ext|graph)" "$out/test_gpu.log" | awk -F'|' '{n[$3]++; if ($8 ~ /PASS/) p[$3]++} END {for (k in n) printf "  rows%s: %d/%d PASS\n", k, p[k], n[k]}' ;;
     testv[37])
         v=${what#testv}
         VATTN_VARIANT=$v timeout 300 build/tests/test_verify_gpu >"$out/test_gpu_v$v.log" 2>&1
@@ -65,10 +66,20 @@ for what in "$@"; do
         timeout 400 build/tests/vattn_dev --bench >"$out/bench.log" 2>&1
         echo "vattn_dev --bench rc=$? ($(( $(date +%s) - t0 )) s)"
         grep -v "^csv" "$out/bench.log" ;;
-    serving)
-        timeout 300 build/tests/vattn_dev --serving >"$out/serving.log" 2>&1
-        echo "vattn_dev --serving rc=$? ($(( $(date +%s) - t0 )) s)"
+    serving|breakdown)
+        # breakdown: the serving table plus, per serving row, time by stage and a split sweep
+        flag=--serving; [ "$what" = breakdown ] && flag=--serving-breakdown
+        timeout 300 build/tests/vattn_dev $flag >"$out/serving.log" 2>&1
+        echo "vattn_dev $flag rc=$? ($(( $(date +%s) - t0 )) s)"
         grep -v "^csv" "$out/serving.log" ;;
+    racecheck)
+        # shared-memory hazards of both fast kernels (verify and extend calls) on one short case
+        san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+        for v in 7 3; do
+            VATTN_VARIANT=$v timeout 150 "$san" --tool racecheck --racecheck-report hazard \
+                build/tests/test_verify_gpu ${RACE_CASE:-nanv-h8-q4} >"$out/racecheck_v$v.txt" 2>&1
+            echo "racecheck v$v rc=$?: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck_v$v.txt" | head -2 | tr '\n' ' ')$(grep -E 'checks failed' "$out/racecheck_v$v.txt")"
+        done ;;
     torch)
         timeout 300 python3 scripts/bench_gpu_torch.py "$out/bench.log" >"$out/bench_table.md" 2>&1
         cat "$out/bench_table.md" ;;

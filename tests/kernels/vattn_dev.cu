@@ -14,6 +14,8 @@
  *   vattn_dev --serving                    issue 16's serving set (and the 8 configs above):
  *                                          per call in CUDA graphs, L2 warm and cold, and eager
  *                                          (vattn_dev_serving.cuh)
+ *   vattn_dev --serving-breakdown          the same, and per serving row the time by stage
+ *                                          (dev build timing variants) and a split-count sweep
  *
  * Default timings use the production library build/lib/libverify_attn.so; the variant and
  * split-count knobs (VATTN_VARIANT, VATTN_FORCE_NSPLIT) need the dev build
@@ -475,8 +477,10 @@ int main(int argc, char **argv)
     CK(cudaMalloc(&g_flush, FLUSH_BYTES));
     if (argc > 1 && !strcmp(argv[1], "--bench"))
         return bench_mode();
-    if (argc > 1 && !strcmp(argv[1], "--serving"))
+    if (argc > 1 && (!strcmp(argv[1], "--serving") || !strcmp(argv[1], "--serving-breakdown"))) {
+        g_serving_breakdown = !strcmp(argv[1], "--serving-breakdown");
         return serving_mode();
+    }
     int fp16 = 0, k = 1;
     if (argc > 1 && !strcmp(argv[1], "--fp16")) {
         fp16 = 1;

@@ -19,6 +19,7 @@
 
 static const int SERVING_CALLS = 20; /* calls per graph */
 static const int SERVING_REPS = 15;  /* timed graph launches per figure (median) */
+static int g_serving_breakdown;      /* --serving-breakdown: also serving_breakdown() per serving row */
 
 /* (bs, H, q_len, prefix) of issue 16's serving set */
 static const int k_serving_cfg[][4] = {{1, 8, 2, 512},    {1, 16, 4, 1024},  {2, 16, 4, 1000},
@@ -43,9 +44,9 @@ static void serving_flush(const ServingFlush &F, cudaStream_t st)
     CK(cudaGetLastError());
 }
 
-static void serving_call(Problem &P, cudaStream_t st)
+static void serving_call(vattn_fn fn, Problem &P, cudaStream_t st)
 {
-    const int rc = g_fast(&P.a, P.ws, P.ws_bytes, st);
+    const int rc = fn(&P.a, P.ws, P.ws_bytes, st);
     if (rc) {
         fprintf(stderr, "vattn_verify failed: %d (%s)\n", rc, g_status(rc));
         exit(1);
@@ -96,6 +97,100 @@ struct ServingRow {
     int nans, compute_bound;
 };
 
+/* Per call µs of fn on P in graphs of SERVING_CALLS calls: warm (back to back) and cold (each
+ * after an L2 flush, the flush graph's own time subtracted); eager (host launches) if asked. */
+static void serving_times(vattn_fn fn, Problem &P, const ServingFlush &F, cudaStream_t st, double *warm_us,
+                          double *cold_us, double *flush_us, double *eager_us)
+{
+    const double us = 1e3 / SERVING_CALLS; /* ms per N calls -> µs per call */
+    cudaGraphExec_t warm = serving_graph(st, [&] {
+        for (int k = 0; k < SERVING_CALLS; k++)
+            serving_call(fn, P, st);
+    });
+    cudaGraphExec_t cold = serving_graph(st, [&] {
+        for (int k = 0; k < SERVING_CALLS; k++) {
+            serving_flush(F, st);
+            serving_call(fn, P, st);
+        }
+    });
+    cudaGraphExec_t flush = serving_graph(st, [&] {
+        for (int k = 0; k < SERVING_CALLS; k++)
+            serving_flush(F, st);
+    });
+    *warm_us = serving_median(st, [&] { CK(cudaGraphLaunch(warm, st)); }) * us;
+    const double fl = serving_median(st, [&] { CK(cudaGraphLaunch(flush, st)); }) * us;
+    *cold_us = serving_median(st, [&] { CK(cudaGraphLaunch(cold, st)); }) * us - fl;
+    if (flush_us)
+        *flush_us = fl;
+    if (eager_us)
+        *eager_us = serving_median(st, [&] {
+                        for (int k = 0; k < SERVING_CALLS; k++)
+                            serving_call(fn, P, st);
+                    }) * us;
+    CK(cudaGraphExecDestroy(warm));
+    CK(cudaGraphExecDestroy(cold));
+    CK(cudaGraphExecDestroy(flush));
+}
+
+/* The dev build with knobs set (name=value pairs, NULL-terminated; unset afterwards), on P's
+ * data with a workspace for those knobs: warm / cold µs per call. */
+static void serving_dev_times(Problem &P, const char *const *knobs, const ServingFlush &F, cudaStream_t st,
+                              double *warm_us, double *cold_us)
+{
+    for (int k = 0; knobs[k]; k += 2)
+        setenv(knobs[k], knobs[k + 1], 1);
+    Problem Q = with_ws(P);
+    serving_times(g_dev_fast, Q, F, st, warm_us, cold_us, nullptr, nullptr);
+    if (Q.ws)
+        cudaFree(Q.ws);
+    for (int k = 0; knobs[k]; k += 2)
+        unsetenv(knobs[k]);
+}
+
+/* Where the time of a serving call goes (cold graph, dev build timing variants, each a
+ * difference of two variants): launch = every fast block returns at once (no combine);
+ * prologue = no KV tiles, no epilogue, no combine, minus launch; epilogue (the split partials'
+ * writes) = no KV tiles, no combine, minus that; tiles = no combine minus that;
+ * combine = the whole call minus no combine; PDL = the whole call without programmatic
+ * dependent launch minus with it. Then the split count swept (VATTN_FORCE_NSPLIT, cold and
+ * warm): the data for the per-shape split policy. */
+static void serving_breakdown(Problem &P, const ServingFlush &F, cudaStream_t st)
+{
+    static const char *const k_full[] = {nullptr};
+    static const char *const k_launch[] = {"VATTN_DEV_STAGE", "1", "VATTN_DEV_NOCOMBINE", "1", nullptr};
+    static const char *const k_prologue[] = {"VATTN_DEV_STAGE", "3", "VATTN_DEV_NOCOMBINE", "1", nullptr};
+    static const char *const k_epilogue[] = {"VATTN_DEV_STAGE", "2", "VATTN_DEV_NOCOMBINE", "1", nullptr};
+    static const char *const k_nocombine[] = {"VATTN_DEV_NOCOMBINE", "1", nullptr};
+    static const char *const k_nopdl[] = {"VATTN_DEV_PDL", "0", nullptr};
+    double w[6], c[6];
+    const char *const *v[6] = {k_full, k_launch, k_prologue, k_epilogue, k_nocombine, k_nopdl};
+    for (int i = 0; i < 6; i++)
+        serving_dev_times(P, v[i], F, st, &w[i], &c[i]);
+    printf("breakdown bs=%d H=%d q=%d prefix=%lld (cold us): call %.1f = launch %.1f + prologue %.1f + epilogue "
+           "%.1f + tiles %.1f + combine %.1f; without PDL %.1f (PDL saves %.1f); warm: call %.1f, launch %.1f, "
+           "prologue %.1f, epilogue %.1f, no-combine %.1f, no PDL %.1f\n",
+           P.a.bs, P.a.num_heads, P.a.q_len, (long long)(P.kv_len - P.a.q_len), c[0], c[1], c[2] - c[1], c[3] - c[2],
+           c[4] - c[3], c[0] - c[4], c[5], c[5] - c[0], w[0], w[1], w[2] - w[1], w[3] - w[2], w[4], w[5]);
+    printf("csv,breakdown,%d,%d,%d,%lld,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", P.a.bs,
+           P.a.num_heads, P.a.q_len, (long long)(P.kv_len - P.a.q_len), c[0], c[1], c[2], c[3], c[4], c[5], w[0], w[1],
+           w[2], w[3], w[4], w[5]);
+    static const int k_ns[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 33, 48, 66, 132};
+    printf("splits bs=%d H=%d q=%d prefix=%lld (cold/warm us):", P.a.bs, P.a.num_heads, P.a.q_len,
+           (long long)(P.kv_len - P.a.q_len));
+    const int64_t tiles = (P.kv_len + 31) / 32;
+    for (int ns : k_ns) {
+        if (ns > tiles)
+            break;
+        char val[16];
+        snprintf(val, sizeof val, "%d", ns);
+        const char *const knob[] = {"VATTN_FORCE_NSPLIT", val, nullptr};
+        double wn, cn;
+        serving_dev_times(P, knob, F, st, &wn, &cn);
+        printf(" ns%d %.1f/%.1f", ns, cn, wn);
+    }
+    printf("\n");
+}
+
 static ServingRow serving_row(const int *c, const char *set, const ServingFlush &F, cudaStream_t st, double bw,
                               double peak)
 {
@@ -105,31 +200,7 @@ static ServingRow serving_row(const int *c, const char *set, const ServingFlush 
     Problem P;
     make_problem(P, c[0], c[1], c[2], c[3], 0, 13);
     R.rel = check_fast_vs_ref(P, &R.nans);
-    const double us = 1e3 / SERVING_CALLS; /* ms per N calls -> µs per call */
-    cudaGraphExec_t warm = serving_graph(st, [&] {
-        for (int k = 0; k < SERVING_CALLS; k++)
-            serving_call(P, st);
-    });
-    cudaGraphExec_t cold = serving_graph(st, [&] {
-        for (int k = 0; k < SERVING_CALLS; k++) {
-            serving_flush(F, st);
-            serving_call(P, st);
-        }
-    });
-    cudaGraphExec_t flush = serving_graph(st, [&] {
-        for (int k = 0; k < SERVING_CALLS; k++)
-            serving_flush(F, st);
-    });
-    R.warm = serving_median(st, [&] { CK(cudaGraphLaunch(warm, st)); }) * us;
-    R.flush = serving_median(st, [&] { CK(cudaGraphLaunch(flush, st)); }) * us;
-    R.cold = serving_median(st, [&] { CK(cudaGraphLaunch(cold, st)); }) * us - R.flush;
-    R.eager = serving_median(st, [&] {
-                  for (int k = 0; k < SERVING_CALLS; k++)
-                      serving_call(P, st);
-              }) * us;
-    CK(cudaGraphExecDestroy(warm));
-    CK(cudaGraphExecDestroy(cold));
-    CK(cudaGraphExecDestroy(flush));
+    serving_times(g_fast, P, F, st, &R.warm, &R.cold, &R.flush, &R.eager);
     const double by = bytes_of(P), fl = flops_of(P);
     R.compute_bound = fl / peak > by / bw;
     R.floor_us = std::max(by / bw, fl / peak) * 1e6;
@@ -139,6 +210,8 @@ static ServingRow serving_row(const int *c, const char *set, const ServingFlush 
            R.compute_bound ? "mma-bound" : "bytes-bound", R.cold / R.floor_us, R.rel, R.nans);
     printf("csv,serving,%s,%d,%d,%d,%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.6e,%.6e,%.3e\n", set, c[0], c[1], c[2], c[3],
            R.eager, R.warm, R.cold, R.flush, R.floor_us, by, fl, R.rel);
+    if (g_serving_breakdown && !strcmp(set, "serving"))
+        serving_breakdown(P, F, st);
     free_problem(P);
     return R;
 }

@@ -8,6 +8,7 @@
  */
 #include "kcap_stage_layout.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +90,8 @@ static int counted_dim(const kcap_call_desc *d, const kcap_snapshot *s, kcap_lay
         return -1;
     l->count_src[l->ncounts] = src;
     l->count_size[l->ncounts] = es;
+    l->count_arg[l->ncounts] = l->seg_in_arg[k];
+    l->count_off[l->ncounts] = (long long)at * es;
     return l->ncounts++;
 }
 
@@ -109,6 +112,7 @@ static int add_seg(const kcap_call_desc *d, const kcap_arg_desc *a, const void *
     kseg g;
     memset(&g, 0, sizeof g);
     g.src = (uintptr_t)ptr;
+    int idx_arg = -1;
     g.counter = KCAP_SEG_STATIC;
     int64_t dims[KCAP_MAX_DIMS], st[KCAP_MAX_DIMS];
     for (int k = 0; k < a->ndim; k++) {
@@ -149,6 +153,7 @@ static int add_seg(const kcap_call_desc *d, const kcap_arg_desc *a, const void *
         const kseg *ix = &l->seg_in[k];
         if (g.row_bytes > KCAP_ZERO_ROW_BYTES) /* an index out of the pool reads the zero row */
             return -1;
+        idx_arg = l->seg_in_arg[k];
         g.idx = ix->src;
         g.idx_size = (int)ix->row_bytes;
         g.counter = ix->counter;
@@ -160,16 +165,20 @@ static int add_seg(const kcap_call_desc *d, const kcap_arg_desc *a, const void *
         g.dst_off = l->fixed_bytes;
         l->fixed_bytes += R16(g.nrows * g.row_bytes);
     }
+    int ai = (int)(a - d->args);
     if (in) {
         names_in[l->nin] = a->name;
+        l->seg_in_arg[l->nin] = ai;
+        l->seg_idx_arg[l->nin] = idx_arg;
         l->seg_in[l->nin++] = g;
     } else {
+        l->seg_out_arg[l->nout] = ai;
         l->seg_out[l->nout++] = g;
     }
     return 0;
 }
 
-int kcap_stage_layout(const kcap_call_desc *d, const void *args, kcap_layout *out)
+static int layout_compute(const kcap_call_desc *d, const void *args, kcap_layout *out)
 {
     memset(out, 0, sizeof *out);
     kcap_snapshot *s = kcap_snapshot_create();
@@ -184,5 +193,90 @@ int kcap_stage_layout(const kcap_call_desc *d, const void *args, kcap_layout *ou
                 rc = add_seg(d, &d->args[i], args, s, out, names_in, err);
     kcap_snapshot_free(s);
     free(err);
+    return rc;
+}
+
+/* ---- the cache of recent layouts ---- */
+
+#define KCAP_LAYOUT_CACHE 16
+#define KCAP_LAYOUT_KEY 256
+
+typedef struct {
+    const kcap_call_desc *d;
+    size_t keylen;
+    unsigned char key[KCAP_LAYOUT_KEY];
+    kcap_layout lay;
+} kcap_layout_entry;
+
+static kcap_layout_entry g_cache[KCAP_LAYOUT_CACHE];
+static int g_cache_n, g_cache_next;
+static pthread_mutex_t g_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* What a layout depends on: every scalar field's bytes, and which tensors are present. */
+static size_t layout_key(const kcap_call_desc *d, const void *args, unsigned char *key)
+{
+    size_t n = 0;
+    for (int i = 0; i < d->nargs; i++) {
+        const kcap_arg_desc *a = &d->args[i];
+        const unsigned char *f = (const unsigned char *)args + a->offset;
+        size_t sz = a->kind == KCAP_ARG_SCALAR
+                        ? (a->field == KCAP_F_I64 ? 8 : 4)
+                        : a->kind == KCAP_ARG_IN || a->kind == KCAP_ARG_OUT ? 1 : 0;
+        if (n + sz > KCAP_LAYOUT_KEY)
+            return 0; /* too many fields to key: no caching */
+        if (sz == 1)
+            key[n] = kcap_call_tensor_ptr(d, args, a->name) != NULL;
+        else
+            memcpy(key + n, f, sz);
+        n += sz;
+    }
+    return n;
+}
+
+/* A cached layout made this call's: its own tensor addresses in every segment and count. */
+static void layout_rebase(const kcap_call_desc *d, const void *args, kcap_layout *l)
+{
+    for (int k = 0; k < l->nin; k++) {
+        l->seg_in[k].src = (uintptr_t)kcap_call_tensor_ptr(d, args, d->args[l->seg_in_arg[k]].name);
+        if (l->seg_idx_arg[k] >= 0)
+            l->seg_in[k].idx =
+                (uintptr_t)kcap_call_tensor_ptr(d, args, d->args[l->seg_idx_arg[k]].name);
+    }
+    for (int k = 0; k < l->nout; k++)
+        l->seg_out[k].src = (uintptr_t)kcap_call_tensor_ptr(d, args, d->args[l->seg_out_arg[k]].name);
+    for (int c = 0; c < l->ncounts; c++)
+        l->count_src[c] = (uintptr_t)kcap_call_tensor_ptr(d, args, d->args[l->count_arg[c]].name) +
+                          (unsigned long long)l->count_off[c];
+}
+
+int kcap_stage_layout(const kcap_call_desc *d, const void *args, kcap_layout *out)
+{
+    unsigned char key[KCAP_LAYOUT_KEY];
+    size_t kl = layout_key(d, args, key);
+    /* trylock: a caller never waits for another (it computes the layout itself instead) */
+    if (kl && !pthread_mutex_trylock(&g_cache_lock)) {
+        for (int i = 0; i < g_cache_n; i++) {
+            kcap_layout_entry *e = &g_cache[i];
+            if (e->d == d && e->keylen == kl && !memcmp(e->key, key, kl)) {
+                *out = e->lay;
+                pthread_mutex_unlock(&g_cache_lock);
+                layout_rebase(d, args, out);
+                return 0;
+            }
+        }
+        pthread_mutex_unlock(&g_cache_lock);
+    }
+    int rc = layout_compute(d, args, out);
+    if (!rc && kl && !pthread_mutex_trylock(&g_cache_lock)) {
+        kcap_layout_entry *e = &g_cache[g_cache_next];
+        g_cache_next = (g_cache_next + 1) % KCAP_LAYOUT_CACHE;
+        if (g_cache_n < KCAP_LAYOUT_CACHE)
+            g_cache_n++;
+        e->d = d;
+        e->keylen = kl;
+        memcpy(e->key, key, kl);
+        e->lay = *out;
+        pthread_mutex_unlock(&g_cache_lock);
+    }
     return rc;
 }

@@ -39,11 +39,19 @@ typedef struct kcap_layout {
     unsigned long long count_src[KCAP_NCOUNTS];  /* device address of each count element */
     int count_size[KCAP_NCOUNTS];                /* 4 or 8 (int32 / int64) */
     int ncounts;
+    /* where the addresses came from (description argument indices), so a layout computed
+       for one call serves the next call of the same sizes with its own pointers */
+    int seg_in_arg[KCAP_MAX_SEGS], seg_out_arg[KCAP_MAX_SEGS], seg_idx_arg[KCAP_MAX_SEGS];
+    int count_arg[KCAP_NCOUNTS];
+    long long count_off[KCAP_NCOUNTS];
 } kcap_layout;
 
 /* The layout of one call; 0, or -1 when the description needs something the staging
  * kernels do not do (then the call takes the synchronous path, or is not captured in a
- * graph). Reads only the args struct, never a tensor. */
+ * graph). Reads only the args struct, never a tensor. Layouts depend on the scalars alone
+ * (and which optional tensors are present): the last few are kept, and a call of the same
+ * sizes only gets its own addresses patched in (evaluating the description's expressions
+ * on every call cost the armed host thread ~20-40 us). */
 int kcap_stage_layout(const kcap_call_desc *d, const void *args, kcap_layout *out);
 
 /* A segment's rows, given the counts the device read (static segments: nrows). */

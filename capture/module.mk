@@ -64,7 +64,7 @@ $(OBJ)/capture/kcap_names_cli.o: capture/kcap_names.c
 CAPT := $(TBIN)/capture
 CAPTURE_TEST_BINS := $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/capture_client \
                      $(CAPT)/snapcmp $(CAPT)/libvattn_null.so $(CAPT)/bench_dormant \
-                     $(CAPT)/test_capture_ring $(CAPT)/badargs_client
+                     $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout $(CAPT)/badargs_client
 $(CAPT)/test_capture_config: tests/capture/test_capture_config.c $(OBJ)/capture/kcap_config_cli.o
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS)
@@ -73,6 +73,11 @@ $(CAPT)/test_capture_config: tests/capture/test_capture_config.c $(OBJ)/capture/
 $(CAPT)/test_capture_budget: tests/capture/test_capture_budget.c capture/kcap_budget.c capture/kcap_budget.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Icapture tests/capture/test_capture_budget.c capture/kcap_budget.c -o $@ $(LDFLAGS) -pthread
+
+# the staging layout from the call descriptions, and its cache (no GPU)
+$(CAPT)/test_capture_layout: tests/capture/test_capture_layout.c capture/kcap_stage_layout.c capture/kcap_stage_layout.h $(FORMATS_LIB) $(COMMON_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Icapture tests/capture/test_capture_layout.c capture/kcap_stage_layout.c $(FORMATS_LIB) $(COMMON_OBJS) -o $@ $(LDFLAGS) $(FORMATS_LIBS)
 
 # the staging ring's placement, release order and sizing on a fake device (no GPU)
 $(CAPT)/test_capture_ring: tests/capture/test_capture_ring.c capture/kcap_ring.c capture/kcap_ring.h
@@ -104,7 +109,7 @@ $(CAPT)/bench_dormant: tests/capture/bench_dormant.c $(CAPT)/libvattn_null.so
 
 ifeq ($(KCAP_FORMATS_READY),1)
 ALL_TARGETS += $(KCAP_LIB) $(CAPTURE_TEST_BINS)
-TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring tests/capture/test_capture_c.sh \
+TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout tests/capture/test_capture_c.sh \
          tests/capture/test_capture_py.sh tests/capture/test_capture_select.sh \
          tests/capture/test_capture_arm.sh tests/capture/test_capture_faults.sh \
          tests/capture/test_capture_concurrency.sh tests/capture/test_capture_faults_host.sh \
@@ -112,7 +117,7 @@ TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_ca
          tests/capture/test_capture_arm_misuse.sh tests/capture/test_capture_log_pipe.sh \
          tests/capture/test_capture_layers.sh tests/capture/test_capture_extend.sh \
          tests/capture/test_capture_tags.sh
-ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring tests/capture/test_capture_c.sh \
+ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout tests/capture/test_capture_c.sh \
               tests/capture/test_capture_faults_host.sh
 GPU_TESTS += tests/capture/test_capture_gpu.sh tests/capture/test_capture_gpu_long.sh tests/capture/test_capture_gpu_extend.sh \
              tests/capture/test_capture_gpu_faults.sh

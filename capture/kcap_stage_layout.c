@@ -212,6 +212,14 @@ static kcap_layout_entry g_cache[KCAP_LAYOUT_CACHE];
 static int g_cache_n, g_cache_next;
 static pthread_mutex_t g_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The pointer field at `offset` of an args struct, as a device address. */
+static unsigned long long field_ptr(const void *args, size_t offset)
+{
+    const void *p;
+    memcpy(&p, (const char *)args + offset, sizeof p);
+    return (uintptr_t)p;
+}
+
 /* What a layout depends on: every scalar field's bytes, and which tensors are present. */
 static size_t layout_key(const kcap_call_desc *d, const void *args, unsigned char *key)
 {
@@ -225,7 +233,7 @@ static size_t layout_key(const kcap_call_desc *d, const void *args, unsigned cha
         if (n + sz > KCAP_LAYOUT_KEY)
             return 0; /* too many fields to key: no caching */
         if (sz == 1)
-            key[n] = kcap_call_tensor_ptr(d, args, a->name) != NULL;
+            key[n] = field_ptr(args, a->offset) != 0;
         else
             memcpy(key + n, f, sz);
         n += sz;
@@ -233,19 +241,19 @@ static size_t layout_key(const kcap_call_desc *d, const void *args, unsigned cha
     return n;
 }
 
-/* A cached layout made this call's: its own tensor addresses in every segment and count. */
+/* A cached layout made this call's: its own tensor addresses in every segment and count
+ * (read at the fields' offsets: this runs on every armed call). */
 static void layout_rebase(const kcap_call_desc *d, const void *args, kcap_layout *l)
 {
     for (int k = 0; k < l->nin; k++) {
-        l->seg_in[k].src = (uintptr_t)kcap_call_tensor_ptr(d, args, d->args[l->seg_in_arg[k]].name);
+        l->seg_in[k].src = field_ptr(args, d->args[l->seg_in_arg[k]].offset);
         if (l->seg_idx_arg[k] >= 0)
-            l->seg_in[k].idx =
-                (uintptr_t)kcap_call_tensor_ptr(d, args, d->args[l->seg_idx_arg[k]].name);
+            l->seg_in[k].idx = field_ptr(args, d->args[l->seg_idx_arg[k]].offset);
     }
     for (int k = 0; k < l->nout; k++)
-        l->seg_out[k].src = (uintptr_t)kcap_call_tensor_ptr(d, args, d->args[l->seg_out_arg[k]].name);
+        l->seg_out[k].src = field_ptr(args, d->args[l->seg_out_arg[k]].offset);
     for (int c = 0; c < l->ncounts; c++)
-        l->count_src[c] = (uintptr_t)kcap_call_tensor_ptr(d, args, d->args[l->count_arg[c]].name) +
+        l->count_src[c] = field_ptr(args, d->args[l->count_arg[c]].offset) +
                           (unsigned long long)l->count_off[c];
 }
 

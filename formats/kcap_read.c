@@ -35,9 +35,12 @@ uint64_t kcap_read_limit_bytes(void)
         if (!*end && v)
             return v;
     }
+    /* a quarter of physical memory: reading a file and rebuilding it for replay (about twice
+       its declared bytes) must leave the machine its memory — a crafted 250 KiB file that
+       declared all of it once had the OOM killer end the reader */
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     uint64_t phys = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : (uint64_t)16 << 30;
-    return phys < DEFAULT_DECLARED_MAX ? phys : DEFAULT_DECLARED_MAX;
+    return phys / 4 < DEFAULT_DECLARED_MAX ? phys / 4 : DEFAULT_DECLARED_MAX;
 }
 
 /* Row hashes of streamed ROWS tensors (CHECK mode), checked after the call description. */

@@ -95,7 +95,7 @@ format-tables: $(TBIN)/formats/tool_describe
 fuzz-long: $(FORMATS_RESEAL)
 	@mkdir -p $(BUILD)/fuzz-crashes
 	@n=$$(nproc); for i in $$(seq 1 $$n); do \
-	  $(FORMATS_RESEAL) -t $${KCAP_FUZZ_LONG_SECONDS:-3600} -s $$i -o $(BUILD)/fuzz-crashes \
+	  KCAP_READ_MAX_BYTES=$${KCAP_READ_MAX_BYTES:-1073741824} $(FORMATS_RESEAL) -t $${KCAP_FUZZ_LONG_SECONDS:-3600} -s $$i -o $(BUILD)/fuzz-crashes \
 	    tests/formats/corpus/ok-*.h5 > $(BUILD)/fuzz-crashes/run-$$i.log 2>&1 & done; \
 	  wait; cat $(BUILD)/fuzz-crashes/run-*.log | grep -v '^fuzz_reseal: [0-9]* execs'; \
 	  ! ls $(BUILD)/fuzz-crashes/crash-*.h5 >/dev/null 2>&1

@@ -26,5 +26,14 @@ read -r kib rc < <(maxrss "$K" info "$work/z.h5")
 # a limit below the declared size refuses it, naming the limit
 KCAP_READ_MAX_BYTES=1000000000 $K check "$work/z.h5" > "$work/out"; rc=$?
 [ $rc -eq 1 ] && grep -q "KCAP_READ_MAX_BYTES" "$work/out" || bad "KCAP_READ_MAX_BYTES not enforced: $(cat "$work/out")"
+# the default limit leaves the machine its memory: a file declaring 40% of physical memory is
+# refused without the variable (reading and rebuilding it would take about twice that)
+phys_mib=$(awk '/^MemTotal:/ {print int($2 / 1024)}' /proc/meminfo)
+big=$((phys_mib * 2 / 5))
+$B/tests/formats/tool_mksnap zeros "$work/big.h5" "$big" || bad "tool_mksnap zeros $big"
+env -u KCAP_READ_MAX_BYTES $K check "$work/big.h5" > "$work/big.out"; rc=$?
+[ $rc -eq 1 ] && grep -q "KCAP_READ_MAX_BYTES" "$work/big.out" &&
+    echo "a file declaring $big MiB (40% of memory) refused by default" ||
+    bad "a file declaring 40% of physical memory was not refused by default (exit $rc): $(head -3 "$work/big.out")"
 [ $fail -eq 0 ] && echo "bounded ok"
 exit $fail

@@ -83,8 +83,9 @@ static void print_json(const char *path, const kcap_snapshot *s, const size_t *s
     jstr(m->lib_path);
     printf(",\n  \"lib_hash\": ");
     jstr(m->lib_hash);
+    /* the writer's version under its own key: "kcap_version" (first) is this kcap's */
     printf(",\n  \"seq\": %llu,\n  \"in_stream_capture\": %s,\n  \"call_status\": %d,\n"
-           "  \"kcap_version\": ",
+           "  \"written_by_kcap_version\": ",
            (unsigned long long)m->seq, m->in_stream_capture ? "true" : "false", m->call_status);
     jstr(m->kcap_version);
     printf(",\n  \"tags\": ");

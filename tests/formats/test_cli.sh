@@ -30,8 +30,13 @@ done
 $K info --json "$work/snaps/a.h5" > "$work/a.json" || bad "info --json exit"
 $PY - "$work/a.json" <<'PYEOF' || bad "info --json content"
 import json, sys
-j = json.load(open(sys.argv[1]))
+def no_dup(pairs):  # a key twice in one object: JSON readers would keep only the last
+    keys = [k for k, _ in pairs]
+    assert len(keys) == len(set(keys)), "duplicate keys: %s" % keys
+    return dict(pairs)
+j = json.load(open(sys.argv[1]), object_pairs_hook=no_dup)
 assert j["schema_version"] == 1 and j["kcap_version"], j  # like replay's and diff's documents
+assert j["written_by_kcap_version"] and j["tags"] == "", j
 assert j["call"] == "vattn_verify" and j["seq"] == 9 and j["rank"] == 3, j
 t = {x["name"]: x for x in j["tensors"]}
 assert t["kv_cache"]["shape"] == [22, 576] and t["kv_cache"]["dtype"] == "bfloat16"

@@ -11,18 +11,8 @@
 #include <string.h>
 
 #include "kcap_budget.h"
+#include "../testkit.h"
 
-static int g_fail;
-
-#define CHECK(cond, ...)                                                                       \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                \
-            fprintf(stderr, __VA_ARGS__);                                                      \
-            fputc('\n', stderr);                                                               \
-            g_fail = 1;                                                                        \
-        }                                                                                      \
-    } while (0)
 
 /* One step: op r (reserve), c (commit), l (release), d (device); the verdict expected
  * (T, W, M, A = TAKEN, WAIT, MAX_DONE, ARM_DONE; '-' for release). */
@@ -83,13 +73,13 @@ static void run_case(const scenario *sc)
         case 'c': got = kcap_budget_commit(&b); break;
         case 'd': got = kcap_budget_device(&b); break;
         case 'l': kcap_budget_release(&b); continue;
-        default: CHECK(0, "%s: bad op %c", sc->name, op); return;
+        default: TK_CHECK(0, "%s: bad op %c", sc->name, op); return;
         }
-        CHECK(got == verdict_of(want), "%s: step %d (%c): verdict %d, want %c", sc->name, step, op, got,
+        TK_CHECK(got == verdict_of(want), "%s: step %d (%c): verdict %d, want %c", sc->name, step, op, got,
               want);
     }
     unsigned long long left = kcap_budget_left(&b);
-    CHECK(left == sc->left, "%s: left %llu, want %llu", sc->name, left, sc->left);
+    TK_CHECK(left == sc->left, "%s: left %llu, want %llu", sc->name, left, sc->left);
 }
 
 /* ---- threaded stress: every thread loops reserve -> (commit | release at random) ---- */
@@ -144,12 +134,12 @@ static void stress(const char *name, unsigned long long max, unsigned long long 
         for (int i = 0; i < NT; i++)
             pthread_join(t[i], NULL);
         const unsigned long long want = max && (!armn || max < armn) ? max : armn;
-        CHECK(atomic_load(&over), "%s round %d: the limit was never declared reached", name, round);
-        CHECK(atomic_load(&commits) == want, "%s round %d: %llu snapshots committed, want exactly %llu", name,
+        TK_CHECK(atomic_load(&over), "%s round %d: the limit was never declared reached", name, round);
+        TK_CHECK(atomic_load(&commits) == want, "%s round %d: %llu snapshots committed, want exactly %llu", name,
               round, (unsigned long long)atomic_load(&commits), want);
-        CHECK(atomic_load(&b.arm_inflight) == 0, "%s round %d: %llu arming units still in flight", name, round,
+        TK_CHECK(atomic_load(&b.arm_inflight) == 0, "%s round %d: %llu arming units still in flight", name, round,
               (unsigned long long)atomic_load(&b.arm_inflight));
-        if (g_fail)
+        if (tk_failures)
             return;
     }
     printf("ok   %s: 50 rounds x 8 threads, exactly the limit committed\n", name);
@@ -158,19 +148,14 @@ static void stress(const char *name, unsigned long long max, unsigned long long 
 int main(void)
 {
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
-        int before = g_fail;
+        int before = tk_failures;
         run_case(&k_cases[i]);
-        if (g_fail == before)
+        if (tk_failures == before)
             printf("ok   %s\n", k_cases[i].name);
     }
     stress("KCAP_MAX=7, 30 % of snapshots fail", 7, 0, 30);
     stress("KCAP_MAX=1, 50 % fail", 1, 0, 50);
     stress("arm --count 5, 30 % fail", 0, 5, 30);
     stress("KCAP_MAX=4 under arm --count 9, 20 % fail", 4, 9, 20);
-    if (g_fail) {
-        printf("test_capture_budget: FAILED\n");
-        return 1;
-    }
-    printf("test_capture_budget: all passed\n");
-    return 0;
+    return tk_summary("test_capture_budget");
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kcap_config.h"
+#include "../testkit.h"
 
 typedef struct {
     const char *env[8]; /* "NAME=value" */
@@ -21,17 +22,6 @@ static const char *get(const char *name, void *ud)
             return e->env[i] + n + 1;
     return NULL;
 }
-
-static int fails;
-#define CHECK(c, ...)                                                                      \
-    do {                                                                                   \
-        if (!(c)) {                                                                        \
-            fails++;                                                                       \
-            printf("FAIL line %d: ", __LINE__);                                            \
-            printf(__VA_ARGS__);                                                           \
-            printf("\n");                                                                  \
-        }                                                                                  \
-    } while (0)
 
 int main(void)
 {
@@ -75,11 +65,11 @@ int main(void)
         kcap_config c;
         char why[512] = "";
         int rc = kcap_config_parse(&c, get, (void *)&cases[i].e, why, sizeof why);
-        CHECK((rc == 0) == cases[i].ok, "case %zu (%s %s): rc %d why '%s'", i,
+        TK_CHECK((rc == 0) == cases[i].ok, "case %zu (%s %s): rc %d why '%s'", i,
               cases[i].e.env[0] ? cases[i].e.env[0] : "-",
               cases[i].e.env[1] ? cases[i].e.env[1] : "", rc, why);
         if (!cases[i].ok)
-            CHECK(strstr(why, cases[i].why_has) != NULL, "case %zu: '%s' does not name %s", i,
+            TK_CHECK(strstr(why, cases[i].why_has) != NULL, "case %zu: '%s' does not name %s", i,
                   why, cases[i].why_has);
     }
 
@@ -88,31 +78,30 @@ int main(void)
                  "KCAP_CALLS=2-10,20", "KCAP_DORMANT=yes", "KCAP_FLUSH_TIMEOUT=2"}};
     kcap_config c;
     char why[256];
-    CHECK(kcap_config_parse(&c, get, &e, why, sizeof why) == 0, "%s", why);
-    CHECK(c.max_bytes == 3u << 20, "max_bytes %llu", (unsigned long long)c.max_bytes);
-    CHECK(c.queue_bytes == 512u << 10, "queue_bytes %llu", (unsigned long long)c.queue_bytes);
-    CHECK(c.dormant == 1 && c.flush_ms == 2000 && c.every == 3 && c.nranges == 2, "fields");
+    TK_CHECK(kcap_config_parse(&c, get, &e, why, sizeof why) == 0, "%s", why);
+    TK_CHECK(c.max_bytes == 3u << 20, "max_bytes %llu", (unsigned long long)c.max_bytes);
+    TK_CHECK(c.queue_bytes == 512u << 10, "queue_bytes %llu", (unsigned long long)c.queue_bytes);
+    TK_CHECK(c.dormant == 1 && c.flush_ms == 2000 && c.every == 3 && c.nranges == 2, "fields");
     /* selection: in 2-10 or 20, and seq % 3 == 0 */
     static const struct { uint64_t seq; int sel; } sel[] = {
         {0, 0}, {1, 0}, {2, 0}, {3, 1}, {6, 1}, {9, 1}, {10, 0}, {12, 0}, {18, 0}, {20, 0},
         {21, 0}};
     for (size_t i = 0; i < sizeof sel / sizeof sel[0]; i++)
-        CHECK(kcap_config_selects(&c, sel[i].seq) == sel[i].sel, "select(%llu)",
+        TK_CHECK(kcap_config_selects(&c, sel[i].seq) == sel[i].sel, "select(%llu)",
               (unsigned long long)sel[i].seq);
     envset e2 = {{"KCAP_DIR=/d", "KCAP_CALLS=0-1,5"}};
-    CHECK(kcap_config_parse(&c, get, &e2, why, sizeof why) == 0, "%s", why);
+    TK_CHECK(kcap_config_parse(&c, get, &e2, why, sizeof why) == 0, "%s", why);
     int want[8] = {1, 1, 0, 0, 0, 1, 0, 0};
     for (int i = 0; i < 8; i++)
-        CHECK(kcap_config_selects(&c, (uint64_t)i) == want[i], "calls select(%d)", i);
+        TK_CHECK(kcap_config_selects(&c, (uint64_t)i) == want[i], "calls select(%d)", i);
     envset e3 = {{"KCAP_DIR=/d"}};
-    CHECK(kcap_config_parse(&c, get, &e3, why, sizeof why) == 0, "%s", why);
+    TK_CHECK(kcap_config_parse(&c, get, &e3, why, sizeof why) == 0, "%s", why);
     for (int i = 0; i < 100; i++)
-        CHECK(kcap_config_selects(&c, (uint64_t)i) == 1, "default selects all (%d)", i);
+        TK_CHECK(kcap_config_selects(&c, (uint64_t)i) == 1, "default selects all (%d)", i);
     uint64_t u;
-    CHECK(kcap_parse_bytes("1k", &u) == 0 && u == 1024, "1k");
-    CHECK(kcap_parse_bytes("17", &u) == 0 && u == 17, "17");
-    CHECK(kcap_parse_bytes("", &u) != 0, "empty");
-    CHECK(kcap_parse_bytes(" 1", &u) != 0, "space");
-    printf("%s\n", fails ? "FAILED" : "ok");
-    return fails ? 1 : 0;
+    TK_CHECK(kcap_parse_bytes("1k", &u) == 0 && u == 1024, "1k");
+    TK_CHECK(kcap_parse_bytes("17", &u) == 0 && u == 17, "17");
+    TK_CHECK(kcap_parse_bytes("", &u) != 0, "empty");
+    TK_CHECK(kcap_parse_bytes(" 1", &u) != 0, "space");
+    return tk_summary("test_capture_config");
 }

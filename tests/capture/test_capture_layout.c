@@ -13,18 +13,7 @@
 #include <string.h>
 
 #include "verify_attn.h"
-
-static int g_fails, g_checks;
-#define CHECK(c, ...)                                                                    \
-    do {                                                                                 \
-        g_checks++;                                                                      \
-        if (!(c)) {                                                                      \
-            g_fails++;                                                                   \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                  \
-            printf(__VA_ARGS__);                                                         \
-            printf("\n");                                                                \
-        }                                                                                \
-    } while (0)
+#include "../testkit.h"
 
 #define R16(x) (((x) + 15) & ~15ll)
 /* fake addresses: nothing is ever read through them */
@@ -49,28 +38,28 @@ static void verify_case(int bs, int q, int H, int64_t qst, int64_t qsh, int vis,
                     .visibility = vis ? AT(base + 5) : NULL, .o = AT(base + 6),
                     .o_stride_t = (int64_t)H * 512, .o_stride_h = 512, .lse = AT(base + 7)};
     kcap_layout l;
-    CHECK(d && !kcap_stage_layout(d, &a, &l), "verify layout");
+    TK_CHECK(d && !kcap_stage_layout(d, &a, &l), "verify layout");
     long long T = (long long)bs * q;
-    CHECK(l.nin == 4 + vis && l.nout == 2, "segments %d in, %d out", l.nin, l.nout);
-    CHECK(l.ncounts == 1 && l.count_src[0] == (uintptr_t)AT(base + 3) + 4ull * bs &&
+    TK_CHECK(l.nin == 4 + vis && l.nout == 2, "segments %d in, %d out", l.nin, l.nout);
+    TK_CHECK(l.ncounts == 1 && l.count_src[0] == (uintptr_t)AT(base + 3) + 4ull * bs &&
               l.count_size[0] == 4, "nnz read at kv_indptr[bs] (int32)");
     const kseg *ip = seg_at(&l, (uintptr_t)AT(base + 3), 1), *ix = seg_at(&l, (uintptr_t)AT(base + 4), 1),
                *qs = seg_at(&l, (uintptr_t)AT(base + 1), 1), *kv = seg_at(&l, (uintptr_t)AT(base + 2), 1),
                *o = seg_at(&l, (uintptr_t)AT(base + 6), 0), *lse = seg_at(&l, (uintptr_t)AT(base + 7), 0);
-    CHECK(ip && ip->counter == KCAP_SEG_STATIC && ip->nrows == bs + 1 && ip->row_bytes == 4, "kv_indptr dense");
-    CHECK(ix && ix->counter == 0 && ix->row_bytes == 8 && !ix->idx, "kv_indices counted, 8-byte rows");
-    CHECK(qs && qs->nrows == T * H && qs->n1 == H && qs->s0 == 2 * qst && qs->s1 == 2 * qsh &&
+    TK_CHECK(ip && ip->counter == KCAP_SEG_STATIC && ip->nrows == bs + 1 && ip->row_bytes == 4, "kv_indptr dense");
+    TK_CHECK(ix && ix->counter == 0 && ix->row_bytes == 8 && !ix->idx, "kv_indices counted, 8-byte rows");
+    TK_CHECK(qs && qs->nrows == T * H && qs->n1 == H && qs->s0 == 2 * qst && qs->s1 == 2 * qsh &&
               qs->row_bytes == 2 * 576, "q: strided rows of 576 bf16");
-    CHECK(kv && kv->counter == 0 && kv->idx == (uintptr_t)AT(base + 4) && kv->idx_size == 8 &&
+    TK_CHECK(kv && kv->counter == 0 && kv->idx == (uintptr_t)AT(base + 4) && kv->idx_size == 8 &&
               kv->s0 == 2 * (576 + 64) && kv->row_bytes == 2 * 576 && kv->pool_rows == 1000,
           "kv_cache: pool rows gathered by kv_indices");
-    CHECK(o && o->nrows == T * H && o->row_bytes == 1024 && lse && lse->nrows == T &&
+    TK_CHECK(o && o->nrows == T * H && o->row_bytes == 1024 && lse && lse->nrows == T &&
               lse->row_bytes == 4 * H, "outputs o (strided rows), lse (dense, T rows of H floats)");
     long long fixed = R16(4 * (bs + 1)) + R16(T * H * 1152) + (vis ? R16(bs * q * q) : 0) +
                       R16(T * H * 1024) + R16(4 * T * H);
-    CHECK(l.fixed_bytes == fixed, "fixed part %lld, want %lld", l.fixed_bytes, fixed);
+    TK_CHECK(l.fixed_bytes == fixed, "fixed part %lld, want %lld", l.fixed_bytes, fixed);
     long long counts[2] = {37, 0};
-    CHECK(kcap_layout_bytes(&l, counts) == (unsigned long long)(fixed + R16(37 * 8) + R16(37 * 1152)),
+    TK_CHECK(kcap_layout_bytes(&l, counts) == (unsigned long long)(fixed + R16(37 * 8) + R16(37 * 1152)),
           "region bytes for nnz = 37");
 }
 
@@ -88,21 +77,21 @@ static void extend_case(int masked)
                            .mask_indptr = masked ? AT(18) : NULL, .o = AT(19),
                            .o_stride_t = H * 512, .o_stride_h = 512, .lse = NULL};
     kcap_layout l;
-    CHECK(d && !kcap_stage_layout(d, &a, &l), "extend layout");
-    CHECK(l.ncounts == 1 + masked, "%d counts", l.ncounts);
-    CHECK(l.count_src[0] == (uintptr_t)AT(15) + 4ull * bs && l.count_size[0] == 4, "nnz at kv_indptr[bs]");
+    TK_CHECK(d && !kcap_stage_layout(d, &a, &l), "extend layout");
+    TK_CHECK(l.ncounts == 1 + masked, "%d counts", l.ncounts);
+    TK_CHECK(l.count_src[0] == (uintptr_t)AT(15) + 4ull * bs && l.count_size[0] == 4, "nnz at kv_indptr[bs]");
     if (masked) {
-        CHECK(l.count_src[1] == (uintptr_t)AT(18) + 8ull * bs && l.count_size[1] == 8,
+        TK_CHECK(l.count_src[1] == (uintptr_t)AT(18) + 8ull * bs && l.count_size[1] == 8,
               "mask length at mask_indptr[bs] (int64)");
         const kseg *m = seg_at(&l, (uintptr_t)AT(17), 1);
-        CHECK(m && m->counter == 1 && m->row_bytes == 1, "custom_mask counted by mask_indptr[bs]");
+        TK_CHECK(m && m->counter == 1 && m->row_bytes == 1, "custom_mask counted by mask_indptr[bs]");
     }
     const kseg *k = seg_at(&l, (uintptr_t)AT(12), 1), *kv = seg_at(&l, (uintptr_t)AT(13), 1);
-    CHECK(k && k->nrows == bs * q && k->n1 == 1 && k->s0 == 2 * 640 && k->row_bytes == 1152,
+    TK_CHECK(k && k->nrows == bs * q && k->n1 == 1 && k->s0 == 2 * 640 && k->row_bytes == 1152,
           "k_extend: T strided rows");
-    CHECK(kv && kv->idx == (uintptr_t)AT(16) && kv->idx_size == 4 && kv->counter == 0,
+    TK_CHECK(kv && kv->idx == (uintptr_t)AT(16) && kv->idx_size == 4 && kv->counter == 0,
           "prefix rows gathered by int32 kv_indices");
-    CHECK(l.nout == 1, "lse absent: one output");
+    TK_CHECK(l.nout == 1, "lse absent: one output");
 }
 
 /* Same sizes, new pointers: the cached layout with this call's addresses equals a fresh
@@ -117,16 +106,16 @@ static void cache_case(void)
                     .kv_indptr = AT(23), .kv_indices = AT(24), .visibility = AT(25), .o = AT(26),
                     .o_stride_t = 2048, .o_stride_h = 512, .lse = AT(27)};
     kcap_layout first, again, want;
-    CHECK(!kcap_stage_layout(d, &a, &first), "first");
+    TK_CHECK(!kcap_stage_layout(d, &a, &first), "first");
     vattn_args b = a;
     b.q = AT(31), b.kv_cache = AT(32), b.kv_indptr = AT(33), b.kv_indices = AT(34);
     b.visibility = AT(35), b.o = AT(36), b.lse = AT(37);
-    CHECK(!kcap_stage_layout(d, &b, &again), "second (cached)");
-    CHECK(!kcap_stage_layout(&fresh, &b, &want), "fresh");
-    CHECK(!memcmp(&again, &want, sizeof want), "cached + rebased layout equals a fresh one");
-    CHECK(again.count_src[0] == (uintptr_t)AT(33) + 8, "count read from the new kv_indptr");
+    TK_CHECK(!kcap_stage_layout(d, &b, &again), "second (cached)");
+    TK_CHECK(!kcap_stage_layout(&fresh, &b, &want), "fresh");
+    TK_CHECK(!memcmp(&again, &want, sizeof want), "cached + rebased layout equals a fresh one");
+    TK_CHECK(again.count_src[0] == (uintptr_t)AT(33) + 8, "count read from the new kv_indptr");
     b.visibility = NULL; /* an optional tensor gone: a different layout, not the cached one */
-    CHECK(!kcap_stage_layout(d, &b, &again) && again.nin == first.nin - 1, "no visibility: one segment less");
+    TK_CHECK(!kcap_stage_layout(d, &b, &again) && again.nin == first.nin - 1, "no visibility: one segment less");
 }
 
 int main(void)
@@ -137,6 +126,5 @@ int main(void)
     extend_case(0);
     extend_case(1);
     cache_case();
-    printf("%s: %d of %d checks failed\n", g_fails ? "FAIL" : "OK", g_fails, g_checks);
-    return g_fails != 0;
+    return tk_summary("test_capture_layout");
 }

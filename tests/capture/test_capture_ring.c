@@ -6,22 +6,11 @@
  * and no region crosses the end of the ring.
  */
 #include "kcap_ring.h"
+#include "../testkit.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int g_fails, g_checks;
-#define CHECK(c, ...)                                                                    \
-    do {                                                                                 \
-        g_checks++;                                                                      \
-        if (!(c)) {                                                                      \
-            g_fails++;                                                                   \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                  \
-            printf(__VA_ARGS__);                                                         \
-            printf("\n");                                                                \
-        }                                                                                \
-    } while (0)
 
 #define MiB (1ull << 20)
 #define GiB (1ull << 30)
@@ -61,13 +50,13 @@ static void test_place(void)
         const place_case *c = &cases[i];
         uint64_t s = 77, nh = 77;
         int got = kcap_ring_place(c->head, c->tail, c->cap, c->need, c->ticket, c->tail_ticket, &s, &nh);
-        CHECK(got == c->want, "%s: got %d, want %d", c->name, got, c->want);
+        TK_CHECK(got == c->want, "%s: got %d, want %d", c->name, got, c->want);
         if (got == KCAP_PLACE_OK && c->want == KCAP_PLACE_OK) {
-            CHECK(s == c->start, "%s: start %llu, want %llu", c->name, (unsigned long long)s,
+            TK_CHECK(s == c->start, "%s: start %llu, want %llu", c->name, (unsigned long long)s,
                   (unsigned long long)c->start);
             uint64_t need = (c->need + 255) & ~255ull;
-            CHECK(nh == s + need, "%s: new head", c->name);
-            CHECK(s % c->cap + need <= c->cap, "%s: region crosses the end", c->name);
+            TK_CHECK(nh == s + need, "%s: new head", c->name);
+            TK_CHECK(s % c->cap + need <= c->cap, "%s: region crosses the end", c->name);
         }
     }
 }
@@ -77,31 +66,31 @@ static void test_books(void)
     kcap_ring_books *b = malloc(sizeof *b);
     kcap_ring_books_init(b);
     /* tickets 1..3 end at 100, 200, 300; drained 2, 3, then 1 */
-    CHECK(kcap_ring_books_done(b, 2, 200) == 0, "2 before 1 must not move the tail");
-    CHECK(b->tail == 0 && b->tail_ticket == 0, "tail after 2");
-    CHECK(kcap_ring_books_done(b, 3, 300) == 0, "3 before 1 must not move the tail");
-    CHECK(kcap_ring_books_done(b, 1, 100) == 1, "1 releases 1..3");
-    CHECK(b->tail == 300 && b->tail_ticket == 3, "tail %llu ticket %llu", (unsigned long long)b->tail,
+    TK_CHECK(kcap_ring_books_done(b, 2, 200) == 0, "2 before 1 must not move the tail");
+    TK_CHECK(b->tail == 0 && b->tail_ticket == 0, "tail after 2");
+    TK_CHECK(kcap_ring_books_done(b, 3, 300) == 0, "3 before 1 must not move the tail");
+    TK_CHECK(kcap_ring_books_done(b, 1, 100) == 1, "1 releases 1..3");
+    TK_CHECK(b->tail == 300 && b->tail_ticket == 3, "tail %llu ticket %llu", (unsigned long long)b->tail,
           (unsigned long long)b->tail_ticket);
-    CHECK(kcap_ring_books_done(b, 3, 300) == -1, "a released ticket again is refused");
-    CHECK(kcap_ring_books_done(b, 3 + KCAP_RING_NREC + 1, 1) == -1, "outside the window is refused");
-    CHECK(kcap_ring_books_done(b, 4, 400) == 1, "next in order moves at once");
+    TK_CHECK(kcap_ring_books_done(b, 3, 300) == -1, "a released ticket again is refused");
+    TK_CHECK(kcap_ring_books_done(b, 3 + KCAP_RING_NREC + 1, 1) == -1, "outside the window is refused");
+    TK_CHECK(kcap_ring_books_done(b, 4, 400) == 1, "next in order moves at once");
     free(b);
 }
 
 static void test_size(void)
 {
     /* RTX PRO 6000 under SGLang (96 GB, ~11 GB left free): the full 2 GiB bound */
-    CHECK(kcap_ring_size(2 * GiB, 11 * GiB, 96 * GiB) == 2 * GiB, "serving GPU gets the bound");
+    TK_CHECK(kcap_ring_size(2 * GiB, 11 * GiB, 96 * GiB) == 2 * GiB, "serving GPU gets the bound");
     /* a GPU nearly full: keep max(1 GiB, total/16) for the service */
-    CHECK(kcap_ring_size(2 * GiB, 6 * GiB, 96 * GiB) == 0, "6 GiB free of 96 keeps all for the service");
+    TK_CHECK(kcap_ring_size(2 * GiB, 6 * GiB, 96 * GiB) == 0, "6 GiB free of 96 keeps all for the service");
     uint64_t n = kcap_ring_size(2 * GiB, 7 * GiB, 96 * GiB);
-    CHECK(n == 1 * GiB, "7 GiB free of 96: 1 GiB ring, got %llu", (unsigned long long)n);
-    CHECK(kcap_ring_size(2 * GiB, 1 * GiB + 32 * MiB, 8 * GiB) == 0, "a 32 MiB remnant is not worth a ring");
-    CHECK(kcap_ring_size(2 * MiB, 4 * GiB, 8 * GiB) == 2 * MiB, "a small bound is kept as asked");
-    CHECK(kcap_ring_size(1000, 4 * GiB, 8 * GiB) == 768, "rounded down to the alignment");
-    CHECK(kcap_ring_reserve(141 * GiB) == 141 * GiB / 16, "H200 reserve");
-    CHECK(kcap_ring_reserve(8 * GiB) == 1 * GiB, "reserve floor");
+    TK_CHECK(n == 1 * GiB, "7 GiB free of 96: 1 GiB ring, got %llu", (unsigned long long)n);
+    TK_CHECK(kcap_ring_size(2 * GiB, 1 * GiB + 32 * MiB, 8 * GiB) == 0, "a 32 MiB remnant is not worth a ring");
+    TK_CHECK(kcap_ring_size(2 * MiB, 4 * GiB, 8 * GiB) == 2 * MiB, "a small bound is kept as asked");
+    TK_CHECK(kcap_ring_size(1000, 4 * GiB, 8 * GiB) == 768, "rounded down to the alignment");
+    TK_CHECK(kcap_ring_reserve(141 * GiB) == 141 * GiB / 16, "H200 reserve");
+    TK_CHECK(kcap_ring_reserve(8 * GiB) == 1 * GiB, "reserve floor");
 }
 
 /* A fake device: random sizes, out-of-order drains; live regions never overlap. */
@@ -136,7 +125,7 @@ static void test_random(void)
                 continue;
             int r = kcap_ring_place(head, b->tail, cap, need, ticket + 1, b->tail_ticket, &s, &nh);
             if (r == KCAP_PLACE_BIG) {
-                CHECK(need > cap, "BIG for a region that fits (%llu)", (unsigned long long)need);
+                TK_CHECK(need > cap, "BIG for a region that fits (%llu)", (unsigned long long)need);
                 big++;
                 continue;
             }
@@ -148,25 +137,25 @@ static void test_random(void)
             placed++;
             head = nh;
             region g = {ticket, s, nh, 1};
-            CHECK(g.start % cap + (g.end - g.start) <= cap, "region crosses the ring's end");
+            TK_CHECK(g.start % cap + (g.end - g.start) <= cap, "region crosses the ring's end");
             for (int i = 0; i < NLIVE; i++) {
                 if (!live[i].live)
                     continue;
                 /* physical overlap in the same or an adjacent lap */
-                CHECK(g.start >= live[i].end || g.end <= live[i].start, "overlaps a live region");
-                CHECK(g.end - live[i].start <= cap, "more than one lap in flight");
+                TK_CHECK(g.start >= live[i].end || g.end <= live[i].start, "overlaps a live region");
+                TK_CHECK(g.end - live[i].start <= cap, "more than one lap in flight");
             }
             live[slot] = g;
         } else {
             int i = rand() % NLIVE;
             if (!live[i].live)
                 continue;
-            CHECK(kcap_ring_books_done(b, live[i].ticket, live[i].end) >= 0, "drain refused");
+            TK_CHECK(kcap_ring_books_done(b, live[i].ticket, live[i].end) >= 0, "drain refused");
             live[i].live = 0;
         }
-        CHECK(b->tail <= head && head - b->tail <= cap, "counters out of order");
+        TK_CHECK(b->tail <= head && head - b->tail <= cap, "counters out of order");
     }
-    CHECK(placed > 5000 && full > 1000 && big > 100, "the random run exercised every path "
+    TK_CHECK(placed > 5000 && full > 1000 && big > 100, "the random run exercised every path "
           "(placed %llu full %llu big %llu)", (unsigned long long)placed, (unsigned long long)full,
           (unsigned long long)big);
     free(b);
@@ -178,6 +167,5 @@ int main(void)
     test_books();
     test_size();
     test_random();
-    printf("%d checks, %d failed\n", g_checks, g_fails);
-    return g_fails ? 1 : 0;
+    return tk_summary("test_capture_ring");
 }

@@ -9,7 +9,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-int tu_failures;
 static char tmpdir[512];
 
 static void rm_tmp(void)
@@ -47,28 +46,12 @@ char *tu_path(const char *name)
     return p;
 }
 
-static uint64_t next(uint64_t *s)
-{
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    return *s;
-}
-
 void tu_fill(void *buf, size_t n, uint64_t seed)
 {
     uint64_t s = seed * 0x9E3779B97F4A7C15ULL + 1;
     uint8_t *b = buf;
     for (size_t i = 0; i < n; i++)
-        b[i] = (uint8_t)(next(&s) >> 24);
-}
-
-static uint16_t f2bf(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7FFF + ((u >> 16) & 1);
-    return (uint16_t)(u >> 16);
+        b[i] = (uint8_t)(tk_next_xs(&s) >> 24);
 }
 
 void tu_fill_bf16(uint16_t *buf, size_t n, uint64_t seed)
@@ -76,11 +59,11 @@ void tu_fill_bf16(uint16_t *buf, size_t n, uint64_t seed)
     uint64_t s = seed * 0x9E3779B97F4A7C15ULL + 1;
     /* per-channel scale (like KV latent channels) times a sum of uniforms (~normal) */
     for (size_t i = 0; i < n; i++) {
-        uint64_t r = next(&s);
+        uint64_t r = tk_next_xs(&s);
         float g = (float)((r & 0xFFFF) + ((r >> 16) & 0xFFFF) + ((r >> 32) & 0xFFFF)) /
                       65536.0f - 1.5f;
         float scale = 0.05f + 0.02f * (float)((i % 576) % 7);
-        buf[i] = f2bf(g * scale);
+        buf[i] = tk_bf16(g * scale);
     }
 }
 
@@ -126,12 +109,12 @@ int tu_vattn_make(tu_vattn *v, int bs, int q_len, int H, int64_t num_slots, int 
     uint64_t s = seed * 7 + 3;
     v->indptr[0] = 0;
     for (int b = 0; b < bs; b++)
-        v->indptr[b + 1] = v->indptr[b] + q_len + (int32_t)(next(&s) % 9);
+        v->indptr[b + 1] = v->indptr[b] + q_len + (int32_t)(tk_next_xs(&s) % 9);
     v->nnz = v->indptr[bs];
     v->indices = malloc((size_t)v->nnz * 8);
     for (int64_t i = 0; i < v->nnz; i++) {
         /* duplicates on purpose: some ids repeat (shared prefixes) */
-        int64_t slot = (int64_t)(next(&s) % (uint64_t)(num_slots < 4 ? num_slots : num_slots / 2));
+        int64_t slot = (int64_t)(tk_next_xs(&s) % (uint64_t)(num_slots < 4 ? num_slots : num_slots / 2));
         if (index_type == VATTN_INDEX_INT32)
             ((int32_t *)v->indices)[i] = (int32_t)slot;
         else

@@ -1,7 +1,7 @@
 /*
- * fmt_testutil.h — helpers of the formats tests: failure counting, a private temp dir that
- * is removed at exit, deterministic random fills, and a hand-built vattn call with strided
- * views, duplicate slots and a padded KV pool (what capture would see).
+ * fmt_testutil.h — helpers of the formats tests (their checks and generator are ../testkit.h):
+ * a private temp dir that is removed at exit, deterministic random fills, and a hand-built
+ * vattn call with strided views, duplicate slots and a padded KV pool (what capture would see).
  */
 #ifndef FMT_TESTUTIL_H
 #define FMT_TESTUTIL_H
@@ -12,19 +12,9 @@
 #include "kcap_calls.h"
 #include "kcap_snapshot.h"
 #include "verify_attn.h"
+#include "../testkit.h"
 
-extern int tu_failures;
-#define CHECK(cond, ...)                                                                    \
-    do {                                                                                    \
-        if (!(cond)) {                                                                      \
-            tu_failures++;                                                                  \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                 \
-            fprintf(stderr, __VA_ARGS__);                                                   \
-            fprintf(stderr, "\n");                                                          \
-        }                                                                                   \
-    } while (0)
-#define CHECK_OK(rc, err) CHECK((rc) == 0, "rc=%d %s", (int)(rc), (err).msg)
-
+/* checks: TK_CHECK / TK_CHECK_OK (../testkit.h); random draws: tk_next */
 const char *tu_tmpdir(void);             /* created once, removed at exit */
 char *tu_path(const char *name);         /* tu_tmpdir()/name, a per-thread ring of buffers */
 void tu_fill(void *buf, size_t n, uint64_t seed);

@@ -68,7 +68,7 @@ static int put(const char *path, const void *b, size_t n)
 static void corpus(void)
 {
     DIR *d = opendir(CORPUS);
-    CHECK(d != NULL, "corpus directory %s (run from the repository root)", CORPUS);
+    TK_CHECK(d != NULL, "corpus directory %s (run from the repository root)", CORPUS);
     if (!d)
         return;
     struct dirent *e;
@@ -85,7 +85,7 @@ static void corpus(void)
         int rk = kcap_snapshot_check(path, &err3);
         if (!strncmp(e->d_name, "ok-", 3)) {
             nok++;
-            CHECK(rc == 0 && rh == 0 && rk == 0, "%s must read: %s", path, err.msg);
+            TK_CHECK(rc == 0 && rh == 0 && rk == 0, "%s must read: %s", path, err.msg);
         } else {
             nbad++;
             int want = -1;
@@ -95,29 +95,29 @@ static void corpus(void)
                     want = expect[i].code;
                     why = expect[i].why;
                 }
-            CHECK(want >= 0, "%s: no expectation in the table", path);
-            CHECK(rc != 0 && !s && rk == rc && rh == rc, "%s must be refused by every reader "
+            TK_CHECK(want >= 0, "%s: no expectation in the table", path);
+            TK_CHECK(rc != 0 && !s && rk == rc && rh == rc, "%s must be refused by every reader "
                   "(read %d, header %d, check %d)", path, rc, rh, rk);
-            CHECK(rc == want, "%s: code %d (%s), want %d: %s", path, rc, kcap_err_string(rc),
+            TK_CHECK(rc == want, "%s: code %d (%s), want %d: %s", path, rc, kcap_err_string(rc),
                   want, err.msg);
-            CHECK(strstr(err.msg, why) && strstr(err2.msg, why) && strstr(err3.msg, why),
+            TK_CHECK(strstr(err.msg, why) && strstr(err2.msg, why) && strstr(err3.msg, why),
                   "%s: the reason should say '%s': read '%s', header '%s', check '%s'", path,
                   why, err.msg, err2.msg, err3.msg);
-            CHECK(strstr(err.msg, path) != NULL, "%s: message names the file: %s", path, err.msg);
+            TK_CHECK(strstr(err.msg, path) != NULL, "%s: message names the file: %s", path, err.msg);
             printf("  %-48s %s\n", e->d_name, err.msg + strlen(path) + 2);
         }
         kcap_snapshot_free(s);
         kcap_snapshot_free(h);
     }
     closedir(d);
-    CHECK(nok >= 2 && nbad >= 10, "corpus has %d ok and %d bad files", nok, nbad);
+    TK_CHECK(nok >= 2 && nbad >= 10, "corpus has %d ok and %d bad files", nok, nbad);
 }
 
 static void damage(void)
 {
     size_t n = 0;
     uint8_t *b = slurp(CORPUS "/ok-small-strided.h5", &n);
-    CHECK(b && n > 20000, "valid seed");
+    TK_CHECK(b && n > 20000, "valid seed");
     if (!b)
         return;
     char *p = tu_path("damaged.h5");
@@ -130,7 +130,7 @@ static void damage(void)
         kcap_snapshot_free(s);
         tries++;
     }
-    CHECK(!read_ok, "%d of %d truncations read as valid", read_ok, tries);
+    TK_CHECK(!read_ok, "%d of %d truncations read as valid", read_ok, tries);
     read_ok = tries = 0;
     for (size_t pos = 0; pos < n; pos += n / 307 + 1) {
         b[pos] ^= (uint8_t)(1u << (pos % 8));
@@ -147,8 +147,8 @@ static void damage(void)
         kcap_snapshot_free(s);
         tries++;
     }
-    CHECK(!read_ok, "%d of %d bit flips read as valid", read_ok, tries);
-    CHECK(!unnamed, "%d flips without a dataset named", unnamed);
+    TK_CHECK(!read_ok, "%d of %d bit flips read as valid", read_ok, tries);
+    TK_CHECK(!unnamed, "%d flips without a dataset named", unnamed);
     free(b);
 }
 
@@ -156,6 +156,5 @@ int main(void)
 {
     corpus();
     damage();
-    printf("%s (%d failures)\n", tu_failures ? "FAILED" : "ok", tu_failures);
-    return tu_failures ? 1 : 0;
+    return tk_summary("test_corrupt");
 }

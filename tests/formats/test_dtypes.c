@@ -38,8 +38,8 @@ static const kcap_call_desc dt_call = {.name = "kcap_test_dtypes", .abi_version 
 
 int main(void)
 {
-    CHECK(kcap_call_register(&dt_call) == 0, "register");
-    CHECK(kcap_call_register(&dt_call) == KCAP_ERR_ARG, "register twice refused");
+    TK_CHECK(kcap_call_register(&dt_call) == 0, "register");
+    TK_CHECK(kcap_call_register(&dt_call) == KCAP_ERR_ARG, "register twice refused");
     const int64_t ns[] = {1, 7, 1000, 2500};
     for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
         for (int empty = 0; empty < 2; empty++) {
@@ -54,26 +54,26 @@ int main(void)
             kcap_snapshot *s = kcap_snapshot_create();
             kcap_error err = {0};
             const kcap_mem_ops *m = kcap_host_mem_ops();
-            CHECK_OK(kcap_call_record(&dt_call, &a, KCAP_ARG_IN, m, s, &err), err);
-            CHECK_OK(kcap_call_record(&dt_call, &a, KCAP_ARG_OUT, m, s, &err), err);
+            TK_CHECK_OK(kcap_call_record(&dt_call, &a, KCAP_ARG_IN, m, s, &err), err);
+            TK_CHECK_OK(kcap_call_record(&dt_call, &a, KCAP_ARG_OUT, m, s, &err), err);
             snprintf(s->meta.time_utc, sizeof s->meta.time_utc, "t");
             kcap_writer_opts o = {.threads = 2, .chunk_bytes = 8192, .min_compress_bytes = 1000};
             kcap_writer *w = kcap_writer_create(&o, &err);
             char name[64];
             snprintf(name, sizeof name, "dt_%zu_%d.h5", k, empty);
-            CHECK_OK(kcap_snapshot_write(w, s, tu_path(name), &err), err);
+            TK_CHECK_OK(kcap_snapshot_write(w, s, tu_path(name), &err), err);
             kcap_snapshot *b = NULL;
-            CHECK_OK(kcap_snapshot_read(tu_path(name), &b, &err), err);
+            TK_CHECK_OK(kcap_snapshot_read(tu_path(name), &b, &err), err);
             if (b) {
                 const kcap_scalar *f = kcap_snapshot_scalar(b, "f");
-                CHECK(f && f->type == KCAP_SC_FLOAT && f->f == (double)0.1f, "float scalar exact");
+                TK_CHECK(f && f->type == KCAP_SC_FLOAT && f->f == (double)0.1f, "float scalar exact");
                 for (int i = 0; i < 7; i++) {
                     const kcap_tensor *t = kcap_snapshot_tensor(b, dt_desc[3 + i].name, KCAP_DIR_IN);
-                    CHECK(t && t->nbytes == (size_t)(a.n * a.m) * es[i] && !memcmp(t->data, a.p[i], t->nbytes),
+                    TK_CHECK(t && t->nbytes == (size_t)(a.n * a.m) * es[i] && !memcmp(t->data, a.p[i], t->nbytes),
                           "%s n=%lld round trip", dt_desc[3 + i].name, (long long)a.n);
                 }
                 const kcap_tensor *e = kcap_snapshot_tensor(b, "empty", KCAP_DIR_IN);
-                CHECK(empty ? e && e->nbytes == 0 && e->shape[0] == 0 : !e, "empty/absent tensor");
+                TK_CHECK(empty ? e && e->nbytes == 0 && e->shape[0] == 0 : !e, "empty/absent tensor");
             }
             /* the stored HDF5 types, read through the standard filter pipeline */
             if (k == 2 && !empty) {
@@ -85,9 +85,9 @@ int main(void)
                     char p[64];
                     snprintf(p, sizeof p, "/inputs/%s", dt_desc[3 + i].name);
                     hid_t d = H5Dopen2(f, p, H5P_DEFAULT), t = H5Dget_type(d);
-                    CHECK(H5Tequal(t, want[i]) > 0, "%s stored type", p);
+                    TK_CHECK(H5Tequal(t, want[i]) > 0, "%s stored type", p);
                     void *buf = malloc((size_t)(a.n * a.m) * es[i]);
-                    CHECK(H5Dread(d, want[i], H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0 &&
+                    TK_CHECK(H5Dread(d, want[i], H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0 &&
                               !memcmp(buf, a.p[i], (size_t)(a.n * a.m) * es[i]),
                           "%s via the HDF5 filter pipeline", p);
                     free(buf);
@@ -103,6 +103,5 @@ int main(void)
             for (int i = 0; i < 7; i++)
                 free(a.p[i]);
         }
-    printf("%s (%d failures)\n", tu_failures ? "FAILED" : "ok", tu_failures);
-    return tu_failures ? 1 : 0;
+    return tk_summary("test_dtypes");
 }

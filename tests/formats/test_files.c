@@ -42,34 +42,34 @@ static void no_replace(const kcap_snapshot *s, const char *file, const char *dir
 {
     kcap_error err = {0};
     struct stat a, b;
-    CHECK(!stat(file, &a), "%s exists", file);
+    TK_CHECK(!stat(file, &a), "%s exists", file);
     int rc = kcap_snapshot_write(NULL, s, file, &err);
-    CHECK(rc == KCAP_ERR_EXISTS && strstr(err.msg, "already exists"), "rewrite: rc %d %s", rc,
+    TK_CHECK(rc == KCAP_ERR_EXISTS && strstr(err.msg, "already exists"), "rewrite: rc %d %s", rc,
           err.msg);
-    CHECK(!stat(file, &b) && a.st_ino == b.st_ino && a.st_mtime == b.st_mtime, "file untouched");
-    CHECK(count_entries(dir) == 1, "nothing left beside it");
+    TK_CHECK(!stat(file, &b) && a.st_ino == b.st_ino && a.st_mtime == b.st_mtime, "file untouched");
+    TK_CHECK(count_entries(dir) == 1, "nothing left beside it");
     /* the race: the name appears between open and commit */
     char *late = tu_path("a/b/c/late.h5");
     kcap_atomic at;
-    CHECK_OK(kcap_atomic_open(&at, late, &err), err);
+    TK_CHECK_OK(kcap_atomic_open(&at, late, &err), err);
     FILE *f = fopen(late, "w");
     fputs("theirs", f);
     fclose(f);
     rc = kcap_atomic_commit(&at, &err);
-    CHECK(rc == KCAP_ERR_EXISTS && strstr(err.msg, "never replaced"), "race: rc %d %s", rc,
+    TK_CHECK(rc == KCAP_ERR_EXISTS && strstr(err.msg, "never replaced"), "race: rc %d %s", rc,
           err.msg);
-    CHECK(!stat(late, &b) && b.st_size == 6, "their file kept");
-    CHECK(count_entries(dir) == 2, "no temp file left after the lost race");
+    TK_CHECK(!stat(late, &b) && b.st_size == 6, "their file kept");
+    TK_CHECK(count_entries(dir) == 2, "no temp file left after the lost race");
     /* the fallback used where renameat2(RENAME_NOREPLACE) is refused */
     int dfd = open(dir, O_RDONLY | O_DIRECTORY);
     int tfd = openat(dfd, "t1", O_CREAT | O_WRONLY, 0600);
     close(tfd);
     errno = 0;
-    CHECK(kcap_link_noreplace(dfd, "t1", "late.h5") == -1 && errno == EEXIST,
+    TK_CHECK(kcap_link_noreplace(dfd, "t1", "late.h5") == -1 && errno == EEXIST,
           "fallback onto an existing name: errno %d", errno);
-    CHECK(kcap_link_noreplace(dfd, "t1", "t2") == 0 && faccessat(dfd, "t1", F_OK, 0) &&
+    TK_CHECK(kcap_link_noreplace(dfd, "t1", "t2") == 0 && faccessat(dfd, "t1", F_OK, 0) &&
               !faccessat(dfd, "t2", F_OK, 0), "fallback moves the temp name");
-    CHECK(kcap_rename_noreplace(dfd, "t2", "late.h5") == -1 && errno == EEXIST,
+    TK_CHECK(kcap_rename_noreplace(dfd, "t2", "late.h5") == -1 && errno == EEXIST,
           "renameat2 path onto an existing name: errno %d", errno);
     unlinkat(dfd, "t2", 0);
     unlink(late);
@@ -119,25 +119,25 @@ int main(void)
     tu_vattn v;
     kcap_error err = {0};
     kcap_snapshot *s = small_snap(1, &v);
-    CHECK(s != NULL, "snapshot");
+    TK_CHECK(s != NULL, "snapshot");
     if (!s)
         return 1;
 
     /* permissions: 0600 / 0700 even with a permissive umask */
     mode_t old = umask(0);
     char *dir = tu_path("a/b/c");
-    CHECK_OK(kcap_mkdir_private(dir, &err), err);
+    TK_CHECK_OK(kcap_mkdir_private(dir, &err), err);
     struct stat st;
     const char *levels[] = {"a", "a/b", "a/b/c"};
     for (int i = 0; i < 3; i++)
-        CHECK(!stat(tu_path(levels[i]), &st) && (st.st_mode & 0777) == 0700, "%s mode %o",
+        TK_CHECK(!stat(tu_path(levels[i]), &st) && (st.st_mode & 0777) == 0700, "%s mode %o",
               levels[i], st.st_mode & 0777);
-    CHECK_OK(kcap_mkdir_private(dir, &err), err); /* exists: fine */
+    TK_CHECK_OK(kcap_mkdir_private(dir, &err), err); /* exists: fine */
     char *file = tu_path("a/b/c/s.h5");
-    CHECK_OK(kcap_snapshot_write(NULL, s, file, &err), err);
-    CHECK(!stat(file, &st) && (st.st_mode & 0777) == 0600, "file mode %o", st.st_mode & 0777);
+    TK_CHECK_OK(kcap_snapshot_write(NULL, s, file, &err), err);
+    TK_CHECK(!stat(file, &st) && (st.st_mode & 0777) == 0600, "file mode %o", st.st_mode & 0777);
     umask(old);
-    CHECK(count_entries(dir) == 1, "only the snapshot in the directory");
+    TK_CHECK(count_entries(dir) == 1, "only the snapshot in the directory");
     no_replace(s, file, dir);
 
     /* symlinks: never followed, never replaced */
@@ -145,30 +145,30 @@ int main(void)
     FILE *f = fopen(target, "w");
     fputs("precious", f);
     fclose(f);
-    CHECK(!symlink(target, link), "symlink");
+    TK_CHECK(!symlink(target, link), "symlink");
     int rc = kcap_snapshot_write(NULL, s, link, &err);
-    CHECK(rc == KCAP_ERR_IO && strstr(err.msg, "symbolic link"), "write to a symlink: %s", err.msg);
-    CHECK(!lstat(link, &st) && S_ISLNK(st.st_mode) && !stat(target, &st) && st.st_size == 8,
+    TK_CHECK(rc == KCAP_ERR_IO && strstr(err.msg, "symbolic link"), "write to a symlink: %s", err.msg);
+    TK_CHECK(!lstat(link, &st) && S_ISLNK(st.st_mode) && !stat(target, &st) && st.st_size == 8,
           "link and its target untouched");
     char *dlink = tu_path("dirlink");
-    CHECK(!symlink(dir, dlink), "dir symlink");
+    TK_CHECK(!symlink(dir, dlink), "dir symlink");
     rc = kcap_mkdir_private(dlink, &err);
-    CHECK(rc == KCAP_ERR_IO && strstr(err.msg, "symbolic link"), "mkdir on a symlink: %s", err.msg);
+    TK_CHECK(rc == KCAP_ERR_IO && strstr(err.msg, "symbolic link"), "mkdir on a symlink: %s", err.msg);
 
     /* failures leave nothing behind */
     rc = kcap_snapshot_write(NULL, s, tu_path("missing/dir/s.h5"), &err);
-    CHECK(rc == KCAP_ERR_IO && strstr(err.msg, "missing/dir"), "missing dir: %s", err.msg);
-    CHECK_OK(kcap_mkdir_private(tu_path("d"), &err), err);
-    CHECK_OK(kcap_mkdir_private(tu_path("d/x.h5"), &err), err);
+    TK_CHECK(rc == KCAP_ERR_IO && strstr(err.msg, "missing/dir"), "missing dir: %s", err.msg);
+    TK_CHECK_OK(kcap_mkdir_private(tu_path("d"), &err), err);
+    TK_CHECK_OK(kcap_mkdir_private(tu_path("d/x.h5"), &err), err);
     rc = kcap_snapshot_write(NULL, s, tu_path("d/x.h5"), &err);
-    CHECK(rc == KCAP_ERR_IO && strstr(err.msg, "not a regular file"), "dir in the way: %s", err.msg);
-    CHECK(count_entries(tu_path("d")) == 1, "nothing left beside the directory");
+    TK_CHECK(rc == KCAP_ERR_IO && strstr(err.msg, "not a regular file"), "dir in the way: %s", err.msg);
+    TK_CHECK(count_entries(tu_path("d")) == 1, "nothing left beside the directory");
     /* a file size limit (like ENOSPC) in a child: the write fails, nothing is left, and no
      * HDF5 object stays open (a file id left open by a failed close made HDF5's teardown,
      * run here by H5close as at exit, touch freed memory). Limits inside the user block,
      * the metadata and the tensor data. */
     char *full = tu_path("full");
-    CHECK_OK(kcap_mkdir_private(full, &err), err);
+    TK_CHECK_OK(kcap_mkdir_private(full, &err), err);
     const long limits[] = {5000, 20000, 40000, 70000};
     for (int li = 0; li < 4; li++) {
         pid_t pid = fork();
@@ -185,14 +185,14 @@ int main(void)
         }
         int status = 0;
         waitpid(pid, &status, 0);
-        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+        TK_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
               "write under RLIMIT_FSIZE %ld fails cleanly (status %#x)", limits[li], status);
-        CHECK(count_entries(full) == 0, "no partial or temp file left (%d entries)",
+        TK_CHECK(count_entries(full) == 0, "no partial or temp file left (%d entries)",
               count_entries(full));
     }
 
     /* several writers and readers at once */
-    CHECK_OK(kcap_mkdir_private(tu_path("thr"), &err), err);
+    TK_CHECK_OK(kcap_mkdir_private(tu_path("thr"), &err), err);
     pthread_t th[4];
     thr t[4];
     for (int i = 0; i < 4; i++) {
@@ -201,11 +201,10 @@ int main(void)
     }
     for (int i = 0; i < 4; i++) {
         pthread_join(th[i], NULL);
-        CHECK(t[i].fails == 0, "thread %d failed %d times", i, t[i].fails);
+        TK_CHECK(t[i].fails == 0, "thread %d failed %d times", i, t[i].fails);
     }
-    CHECK(count_entries(tu_path("thr")) == 24, "24 snapshots from 4 threads");
+    TK_CHECK(count_entries(tu_path("thr")) == 24, "24 snapshots from 4 threads");
     kcap_snapshot_free(s);
     tu_vattn_free(&v);
-    printf("%s (%d failures)\n", tu_failures ? "FAILED" : "ok", tu_failures);
-    return tu_failures ? 1 : 0;
+    return tk_summary("test_files");
 }

@@ -35,33 +35,33 @@ static int64_t idx_at(const tu_vattn *v, const vattn_args *a, const void *ind, i
 
 static void compare_snap(const kcap_snapshot *a, const kcap_snapshot *b, const char *what)
 {
-    CHECK(a->nscalars == b->nscalars, "%s: scalars %d vs %d", what, a->nscalars, b->nscalars);
-    CHECK(a->ntensors == b->ntensors, "%s: tensors %d vs %d", what, a->ntensors, b->ntensors);
+    TK_CHECK(a->nscalars == b->nscalars, "%s: scalars %d vs %d", what, a->nscalars, b->nscalars);
+    TK_CHECK(a->ntensors == b->ntensors, "%s: tensors %d vs %d", what, a->ntensors, b->ntensors);
     for (int i = 0; i < a->nscalars && i < b->nscalars; i++) {
         const kcap_scalar *x = &a->scalars[i], *y = kcap_snapshot_scalar(b, x->name);
-        CHECK(y && y->type == x->type && y->i == x->i && (y->f == x->f),
+        TK_CHECK(y && y->type == x->type && y->i == x->i && (y->f == x->f),
               "%s: scalar %s", what, x->name);
     }
     for (int i = 0; i < a->ntensors; i++) {
         const kcap_tensor *x = &a->tensors[i], *y = kcap_snapshot_tensor(b, x->name, x->dir);
-        CHECK(y != NULL, "%s: tensor %s missing", what, x->name);
+        TK_CHECK(y != NULL, "%s: tensor %s missing", what, x->name);
         if (!y)
             continue;
-        CHECK(y->dtype == x->dtype && y->ndim == x->ndim && y->nbytes == x->nbytes &&
+        TK_CHECK(y->dtype == x->dtype && y->ndim == x->ndim && y->nbytes == x->nbytes &&
                   y->has_strides == x->has_strides,
               "%s: tensor %s header", what, x->name);
         for (int k = 0; k < x->ndim; k++)
-            CHECK(x->shape[k] == y->shape[k] && (!x->has_strides || x->strides[k] == y->strides[k]),
+            TK_CHECK(x->shape[k] == y->shape[k] && (!x->has_strides || x->strides[k] == y->strides[k]),
                   "%s: %s dim %d", what, x->name, k);
         if (x->nbytes == y->nbytes && x->data && y->data) {
             size_t bad = 0;
             while (bad < x->nbytes && ((uint8_t *)x->data)[bad] == ((uint8_t *)y->data)[bad])
                 bad++;
-            CHECK(bad == x->nbytes, "%s: %s differs first at byte %zu", what, x->name, bad);
+            TK_CHECK(bad == x->nbytes, "%s: %s differs first at byte %zu", what, x->name, bad);
         }
     }
     const kcap_meta *m = &a->meta, *n = &b->meta;
-    CHECK(!strcmp(m->call, n->call) && m->abi_version == n->abi_version &&
+    TK_CHECK(!strcmp(m->call, n->call) && m->abi_version == n->abi_version &&
               !strcmp(m->time_utc, n->time_utc) && !strcmp(m->host, n->host) &&
               m->pid == n->pid && m->rank == n->rank && m->seq == n->seq &&
               !strcmp(m->lib_hash, n->lib_hash) && !strcmp(m->lib_path, n->lib_path) &&
@@ -74,7 +74,7 @@ static void check_recorded(const tu_vattn *v, const kcap_snapshot *s)
     const vattn_args *a = &v->a;
     const kcap_tensor *q = kcap_snapshot_tensor(s, "q", KCAP_DIR_IN);
     const kcap_tensor *kv = kcap_snapshot_tensor(s, "kv_cache", KCAP_DIR_IN);
-    CHECK(q && kv, "q/kv recorded");
+    TK_CHECK(q && kv, "q/kv recorded");
     if (!q || !kv)
         return;
     int T = a->bs * a->q_len;
@@ -83,16 +83,16 @@ static void check_recorded(const tu_vattn *v, const kcap_snapshot *s)
         for (int h = 0; h < a->num_heads; h++)
             bad += memcmp((uint16_t *)q->data + ((size_t)t * a->num_heads + h) * 576,
                           (uint16_t *)v->q + t * a->q_stride_t + h * a->q_stride_h, 1152) != 0;
-    CHECK(!bad, "q gathered from its strided view (%d rows differ)", bad);
-    CHECK(kv->shape[0] == v->nnz && kv->has_strides && kv->strides[0] == a->kv_stride,
+    TK_CHECK(!bad, "q gathered from its strided view (%d rows differ)", bad);
+    TK_CHECK(kv->shape[0] == v->nnz && kv->has_strides && kv->strides[0] == a->kv_stride,
           "kv_cache [%lld] rows stride %lld", (long long)kv->shape[0], (long long)kv->strides[0]);
     bad = 0;
     for (int64_t i = 0; i < v->nnz; i++)
         bad += memcmp((uint16_t *)kv->data + i * 576,
                       (uint16_t *)v->kv + idx_at(v, a, v->indices, i) * a->kv_stride, 1152) != 0;
-    CHECK(!bad, "kv rows gathered in index order (%d differ)", bad);
-    CHECK(!kcap_snapshot_tensor(s, "visibility", KCAP_DIR_IN) == !v->vis, "visibility presence");
-    CHECK(!kcap_snapshot_tensor(s, "lse", KCAP_DIR_OUT) == !v->lse, "lse presence");
+    TK_CHECK(!bad, "kv rows gathered in index order (%d differ)", bad);
+    TK_CHECK(!kcap_snapshot_tensor(s, "visibility", KCAP_DIR_IN) == !v->vis, "visibility presence");
+    TK_CHECK(!kcap_snapshot_tensor(s, "lse", KCAP_DIR_OUT) == !v->lse, "lse presence");
 }
 
 static int all_ff(const uint8_t *p, size_t n)
@@ -110,13 +110,13 @@ static void check_rebuilt(const tu_vattn *v, const kcap_snapshot *s, kcap_pool_m
     kcap_rebuilt r;
     kcap_error err = {0};
     int rc = kcap_call_rebuild(d, s, m, mode, 1 << 20, &r, &err);
-    CHECK_OK(rc, err);
+    TK_CHECK_OK(rc, err);
     if (rc)
         return;
     const vattn_args *a = &v->a, *b = r.args;
     int T = a->bs * a->q_len, H = a->num_heads;
-    CHECK(b->struct_size == sizeof(vattn_args) && b->reserved0 == 0, "struct_size %u", b->struct_size);
-    CHECK(b->bs == a->bs && b->q_len == a->q_len && b->num_heads == H && b->sm_scale == a->sm_scale &&
+    TK_CHECK(b->struct_size == sizeof(vattn_args) && b->reserved0 == 0, "struct_size %u", b->struct_size);
+    TK_CHECK(b->bs == a->bs && b->q_len == a->q_len && b->num_heads == H && b->sm_scale == a->sm_scale &&
               b->q_stride_t == a->q_stride_t && b->kv_stride == a->kv_stride &&
               b->o_stride_h == a->o_stride_h && b->dtype == a->dtype && b->index_type == a->index_type,
           "scalars restored");
@@ -134,15 +134,15 @@ static void check_rebuilt(const tu_vattn *v, const kcap_snapshot *s, kcap_pool_m
     for (size_t i = 0; i < qspan; i++)
         gap_bad += !mask[i] && ((const uint8_t *)b->q)[i] != 0xFF;
     free(mask);
-    CHECK(!bad && !gap_bad, "q rebuilt (%d rows differ, %d gap bytes not poisoned)", bad, gap_bad);
-    CHECK(!memcmp(b->kv_indptr, a->kv_indptr, sizeof(int32_t) * (size_t)(a->bs + 1)), "indptr");
-    CHECK(!b->visibility == !a->visibility &&
+    TK_CHECK(!bad && !gap_bad, "q rebuilt (%d rows differ, %d gap bytes not poisoned)", bad, gap_bad);
+    TK_CHECK(!memcmp(b->kv_indptr, a->kv_indptr, sizeof(int32_t) * (size_t)(a->bs + 1)), "indptr");
+    TK_CHECK(!b->visibility == !a->visibility &&
               (!a->visibility || !memcmp(b->visibility, a->visibility, (size_t)a->bs * a->q_len * a->q_len)),
           "visibility");
     /* the pool */
     int remapped = mode == KCAP_POOL_REMAP ||
                    (mode == KCAP_POOL_AUTO && (size_t)a->num_slots * a->kv_stride * 2 > (1 << 20));
-    CHECK(r.pool_remapped == remapped, "pool_remapped %d want %d", r.pool_remapped, remapped);
+    TK_CHECK(r.pool_remapped == remapped, "pool_remapped %d want %d", r.pool_remapped, remapped);
     bad = 0;
     for (int64_t i = 0; i < v->nnz; i++) {
         int64_t old = idx_at(v, a, a->kv_indices, i), now = idx_at(v, b, b->kv_indices, i);
@@ -155,30 +155,30 @@ static void check_rebuilt(const tu_vattn *v, const kcap_snapshot *s, kcap_pool_m
             bad += (old < oj) != (now < nj) || (old == oj) != (now == nj);
         }
     }
-    CHECK(!bad, "kv pool rows / indices (%d problems, mode %d)", bad, (int)mode);
+    TK_CHECK(!bad, "kv pool rows / indices (%d problems, mode %d)", bad, (int)mode);
     if (remapped) {
         int64_t maxid = -1;
         for (int64_t i = 0; i < v->nnz; i++)
             if (idx_at(v, b, b->kv_indices, i) > maxid)
                 maxid = idx_at(v, b, b->kv_indices, i);
-        CHECK(b->num_slots == maxid + 1, "remapped num_slots %lld, max id %lld",
+        TK_CHECK(b->num_slots == maxid + 1, "remapped num_slots %lld, max id %lld",
               (long long)b->num_slots, (long long)maxid);
     } else {
-        CHECK(b->num_slots == a->num_slots, "num_slots kept");
+        TK_CHECK(b->num_slots == a->num_slots, "num_slots kept");
         /* a slot nobody references is poisoned */
         for (int64_t sl = 0; sl < a->num_slots; sl++) {
             int used = 0;
             for (int64_t i = 0; i < v->nnz && !used; i++)
                 used = idx_at(v, a, a->kv_indices, i) == sl;
             if (!used) {
-                CHECK(all_ff((const uint8_t *)b->kv_cache + sl * a->kv_stride * 2, 1152),
+                TK_CHECK(all_ff((const uint8_t *)b->kv_cache + sl * a->kv_stride * 2, 1152),
                       "unreferenced slot %lld poisoned", (long long)sl);
                 break;
             }
         }
     }
-    CHECK(all_ff(b->o, v->o_bytes), "o poisoned");
-    CHECK(!b->lse == !a->lse && (!a->lse || all_ff((void *)b->lse, (size_t)T * H * 4)), "lse poisoned");
+    TK_CHECK(all_ff(b->o, v->o_bytes), "o poisoned");
+    TK_CHECK(!b->lse == !a->lse && (!a->lse || all_ff((void *)b->lse, (size_t)T * H * 4)), "lse poisoned");
     /* fetch_output: write a pattern into the rebuilt o at its strides, fetch it dense */
     uint16_t *dense = malloc((size_t)T * H * 512 * 2), *want = malloc((size_t)T * H * 512 * 2);
     tu_fill(want, (size_t)T * H * 512 * 2, 99);
@@ -187,8 +187,8 @@ static void check_rebuilt(const tu_vattn *v, const kcap_snapshot *s, kcap_pool_m
             memcpy((uint16_t *)b->o + t * b->o_stride_t + h * b->o_stride_h,
                    want + ((size_t)t * H + h) * 512, 1024);
     rc = kcap_call_fetch_output(d, &r, s, "o", m, dense, &err);
-    CHECK_OK(rc, err);
-    CHECK(!memcmp(dense, want, (size_t)T * H * 512 * 2), "fetch_output o");
+    TK_CHECK_OK(rc, err);
+    TK_CHECK(!memcmp(dense, want, (size_t)T * H * 512 * 2), "fetch_output o");
     free(dense);
     free(want);
     kcap_rebuilt_free(&r, m);
@@ -207,7 +207,7 @@ static void check_dup_rows(void)
         kcap_error err = {0};
         tu_vattn_make(&v, 3, 4, 2, 6, 0, VATTN_INDEX_INT64, 0, 0, 0, 77 + l); /* 6 slots: dups */
         kcap_snapshot *s = tu_vattn_snapshot(&v, &err);
-        CHECK(s != NULL, "record: %s", err.msg);
+        TK_CHECK(s != NULL, "record: %s", err.msg);
         if (!s)
             continue;
         kcap_tensor *kv = NULL;
@@ -220,7 +220,7 @@ static void check_dup_rows(void)
             for (int64_t j = i + 1; j < n && b < 0; j++)
                 if (((int64_t *)ix->data)[i] == ((int64_t *)ix->data)[j])
                     a = i, b = j;
-        CHECK(kv && b >= 0, "case %zu: a duplicate slot to damage", l);
+        TK_CHECK(kv && b >= 0, "case %zu: a duplicate slot to damage", l);
         if (kv && b >= 0) {
             size_t rb = kv->nbytes / (size_t)kv->shape[0];
             ((uint8_t *)kv->data)[(size_t)b * rb + rb / 2] ^= 0x40;
@@ -230,14 +230,14 @@ static void check_dup_rows(void)
                                                 &err);
             char name[64];
             snprintf(name, sizeof name, "duprows%zu.h5", l);
-            CHECK_OK(kcap_snapshot_write(w, s, tu_path(name), &err), err);
+            TK_CHECK_OK(kcap_snapshot_write(w, s, tu_path(name), &err), err);
             kcap_snapshot *back = NULL;
             kcap_error e1 = {0}, e2 = {0};
             int r1 = kcap_snapshot_read(tu_path(name), &back, &e1);
             int r2 = kcap_snapshot_check(tu_path(name), &e2);
-            CHECK(r1 == KCAP_ERR_CORRUPT && strstr(e1.msg, "both hold slot"), "read: %d %s", r1,
+            TK_CHECK(r1 == KCAP_ERR_CORRUPT && strstr(e1.msg, "both hold slot"), "read: %d %s", r1,
                   e1.msg);
-            CHECK(r2 == KCAP_ERR_CORRUPT && strstr(e2.msg, "both hold slot"), "check (row "
+            TK_CHECK(r2 == KCAP_ERR_CORRUPT && strstr(e2.msg, "both hold slot"), "check (row "
                   "hashes), layout %zu: %d %s", l, r2, e2.msg);
             (void)a;
             kcap_snapshot_free(back);
@@ -259,24 +259,24 @@ int main(void)
             tu_vattn_make(&v, tc->bs, tc->q_len, tc->H, tc->slots, dt, tc->index_type, tc->vis,
                           tc->lse, tc->padded, c * 10 + dt);
             kcap_snapshot *s = tu_vattn_snapshot(&v, &err);
-            CHECK(s != NULL, "record case %zu: %s", c, err.msg);
+            TK_CHECK(s != NULL, "record case %zu: %s", c, err.msg);
             if (!s) {
                 tu_vattn_free(&v);
                 continue;
             }
             check_recorded(&v, s);
-            CHECK_OK(kcap_call_validate(kcap_call_find("vattn_verify"), s, &err), err);
+            TK_CHECK_OK(kcap_call_validate(kcap_call_find("vattn_verify"), s, &err), err);
             wo.chunk_bytes = tc->chunk;
             kcap_writer *w = kcap_writer_create(&wo, &err);
-            CHECK(w != NULL, "writer: %s", err.msg);
+            TK_CHECK(w != NULL, "writer: %s", err.msg);
             char name[64];
             snprintf(name, sizeof name, "case%zu_%d.kcap.h5", c, dt);
             const char *path = tu_path(name);
             int rc = kcap_snapshot_write(w, s, path, &err);
-            CHECK_OK(rc, err);
+            TK_CHECK_OK(rc, err);
             kcap_snapshot *back = NULL;
             rc = kcap_snapshot_read(path, &back, &err);
-            CHECK_OK(rc, err);
+            TK_CHECK_OK(rc, err);
             if (back) {
                 compare_snap(s, back, name);
                 check_rebuilt(&v, back, KCAP_POOL_ORIGINAL);
@@ -286,15 +286,15 @@ int main(void)
             kcap_snapshot *hdr = NULL;
             size_t *stored = NULL;
             rc = kcap_snapshot_read_header(path, &hdr, &stored, &err);
-            CHECK_OK(rc, err);
+            TK_CHECK_OK(rc, err);
             if (hdr) {
-                CHECK(hdr->ntensors == s->ntensors && stored, "header tensors");
+                TK_CHECK(hdr->ntensors == s->ntensors && stored, "header tensors");
                 for (int i = 0; i < hdr->ntensors; i++)
-                    CHECK(hdr->tensors[i].data == NULL && stored[i] > 0 &&
+                    TK_CHECK(hdr->tensors[i].data == NULL && stored[i] > 0 &&
                               hdr->tensors[i].nbytes == s->tensors[i].nbytes,
                           "header tensor %d", i);
             }
-            CHECK_OK(kcap_snapshot_check(path, &err), err);
+            TK_CHECK_OK(kcap_snapshot_check(path, &err), err);
             free(stored);
             kcap_snapshot_free(hdr);
             kcap_snapshot_free(back);
@@ -309,9 +309,9 @@ int main(void)
         kcap_error err = {0};
         tu_vattn_make(&v, 2, 2, 2, 16, 0, 1, 0, 0, 0, 5);
         kcap_snapshot *s = tu_vattn_snapshot(&v, &err);
-        CHECK_OK(kcap_snapshot_write(NULL, s, tu_path("nullwriter.h5"), &err), err);
+        TK_CHECK_OK(kcap_snapshot_write(NULL, s, tu_path("nullwriter.h5"), &err), err);
         kcap_snapshot *b = NULL;
-        CHECK_OK(kcap_snapshot_read(tu_path("nullwriter.h5"), &b, &err), err);
+        TK_CHECK_OK(kcap_snapshot_read(tu_path("nullwriter.h5"), &b, &err), err);
         if (b)
             compare_snap(s, b, "nullwriter");
         kcap_snapshot_free(b);
@@ -319,6 +319,5 @@ int main(void)
         tu_vattn_free(&v);
     }
     check_dup_rows();
-    printf("%s (%d failures)\n", tu_failures ? "FAILED" : "ok", tu_failures);
-    return tu_failures ? 1 : 0;
+    return tk_summary("test_roundtrip");
 }

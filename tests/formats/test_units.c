@@ -15,9 +15,9 @@
 
 static void test_xxh64(void)
 {
-    CHECK(kcap_xxh64("", 0, 0) == 0xEF46DB3751D8E999ULL, "XXH64 of empty");
-    CHECK(kcap_xxh64("a", 1, 0) == 0xD24EC4F1A98C6E5BULL, "XXH64('a')");
-    CHECK(kcap_xxh64("abc", 3, 0) == 0x44BC2CF5AD770999ULL, "XXH64('abc')");
+    TK_CHECK(kcap_xxh64("", 0, 0) == 0xEF46DB3751D8E999ULL, "XXH64 of empty");
+    TK_CHECK(kcap_xxh64("a", 1, 0) == 0xD24EC4F1A98C6E5BULL, "XXH64('a')");
+    TK_CHECK(kcap_xxh64("abc", 3, 0) == 0x44BC2CF5AD770999ULL, "XXH64('abc')");
     /* zstd's frame checksum is the low 32 bits of XXH64(content, 0) */
     size_t sizes[] = {1, 3, 4, 7, 8, 31, 32, 33, 63, 64, 100, 1000, 65537, 1 << 20};
     uint8_t *buf = malloc(1 << 20), *z = malloc(ZSTD_compressBound(1 << 20));
@@ -29,7 +29,7 @@ static void test_xxh64(void)
         uint32_t want;
         memcpy(&want, z + zn - 4, 4);
         uint64_t h = kcap_xxh64(buf, n, 0);
-        CHECK((uint32_t)h == want, "XXH64 of %zu bytes vs zstd's frame checksum", n);
+        TK_CHECK((uint32_t)h == want, "XXH64 of %zu bytes vs zstd's frame checksum", n);
         /* streaming in odd pieces gives the same */
         kcap_xxh64_state st;
         kcap_xxh64_reset(&st, 0);
@@ -40,9 +40,9 @@ static void test_xxh64(void)
             kcap_xxh64_update(&st, buf + off, k);
             off += k;
         }
-        CHECK(kcap_xxh64_digest(&st) == h, "streaming XXH64 of %zu bytes", n);
+        TK_CHECK(kcap_xxh64_digest(&st) == h, "streaming XXH64 of %zu bytes", n);
     }
-    CHECK(kcap_xxh64(buf, 100, 1) != kcap_xxh64(buf, 100, 0), "seed matters");
+    TK_CHECK(kcap_xxh64(buf, 100, 1) != kcap_xxh64(buf, 100, 0), "seed matters");
     ZSTD_freeCCtx(cc);
     free(buf);
     free(z);
@@ -62,7 +62,7 @@ static void test_shuffle(void)
                 for (size_t j = 0; j < es; j++)
                     bad += sh[j * n + i] != src[i * es + j];
             kcap_unshuffle(back, sh, n, es);
-            CHECK(!bad && !memcmp(back, src, n * es), "shuffle es=%zu n=%zu", es, n);
+            TK_CHECK(!bad && !memcmp(back, src, n * es), "shuffle es=%zu n=%zu", es, n);
         }
 }
 
@@ -88,7 +88,7 @@ static void test_chunks(void)
         int ok = b <= t[i].target || b == 2;
         for (int d = 0; d < t[i].nd; d++)
             ok &= c[d] == t[i].want[d];
-        CHECK(ok, "chunk dims case %zu: got %llu,%llu,%llu", i, (unsigned long long)c[0],
+        TK_CHECK(ok, "chunk dims case %zu: got %llu,%llu,%llu", i, (unsigned long long)c[0],
               (unsigned long long)c[1], (unsigned long long)c[2]);
     }
 }
@@ -96,17 +96,17 @@ static void test_chunks(void)
 static void test_dtypes(void)
 {
     for (int d = 1; d < KCAP_DT_COUNT; d++)
-        CHECK((int)kcap_dtype_from_name(kcap_dtype_name((kcap_dtype)d)) == d && kcap_dtype_size((kcap_dtype)d),
+        TK_CHECK((int)kcap_dtype_from_name(kcap_dtype_name((kcap_dtype)d)) == d && kcap_dtype_size((kcap_dtype)d),
               "dtype %d name round trip", d);
-    CHECK(kcap_dtype_from_name("bf16") == KCAP_DT_INVALID && kcap_dtype_size(KCAP_DT_INVALID) == 0,
+    TK_CHECK(kcap_dtype_from_name("bf16") == KCAP_DT_INVALID && kcap_dtype_size(KCAP_DT_INVALID) == 0,
           "unknown dtype");
-    CHECK(!strcmp(kcap_dtype_name(KCAP_DT_BF16), "bfloat16"), "bf16 is named bfloat16");
+    TK_CHECK(!strcmp(kcap_dtype_name(KCAP_DT_BF16), "bfloat16"), "bf16 is named bfloat16");
 }
 
 static void test_expr(void)
 {
     const kcap_call_desc *d = kcap_call_find("vattn_verify");
-    CHECK(d && kcap_call_find("vattn_verify_reference") && !kcap_call_find("nope"), "call table");
+    TK_CHECK(d && kcap_call_find("vattn_verify_reference") && !kcap_call_find("nope"), "call table");
     kcap_snapshot *s = kcap_snapshot_create();
     kcap_snapshot_add_int(s, "bs", 3);
     kcap_snapshot_add_int(s, "q_len", 4);
@@ -134,9 +134,9 @@ static void test_expr(void)
         kcap_error err = {0};
         int64_t v = -1;
         int rc = kcap_expr_eval(d, s, t[i].e, &v, &err);
-        CHECK(rc == t[i].rc && (rc || v == t[i].v), "'%s': rc %d (%s) v %lld, want rc %d v %lld",
+        TK_CHECK(rc == t[i].rc && (rc || v == t[i].v), "'%s': rc %d (%s) v %lld, want rc %d v %lld",
               t[i].e, rc, err.msg, (long long)v, t[i].rc, (long long)t[i].v);
-        CHECK(!rc || strstr(err.msg, t[i].e), "'%s': message names the expression: %s", t[i].e, err.msg);
+        TK_CHECK(!rc || strstr(err.msg, t[i].e), "'%s': message names the expression: %s", t[i].e, err.msg);
     }
     kcap_snapshot_free(s);
 }
@@ -150,35 +150,35 @@ static void test_bad_calls(void)
     ((int32_t *)v.indices)[1] = 10; /* out of the pool */
     kcap_snapshot *s = kcap_snapshot_create();
     int rc = kcap_call_record(d, &v.a, KCAP_ARG_IN, kcap_host_mem_ops(), s, &err);
-    CHECK(rc == KCAP_ERR_SHAPE && strstr(err.msg, "kv_indices[1] = 10"), "index out of range: %s", err.msg);
+    TK_CHECK(rc == KCAP_ERR_SHAPE && strstr(err.msg, "kv_indices[1] = 10"), "index out of range: %s", err.msg);
     kcap_snapshot_free(s);
     ((int32_t *)v.indices)[1] = 1;
     v.a.q = NULL;
     s = kcap_snapshot_create();
     rc = kcap_call_record(d, &v.a, KCAP_ARG_IN, kcap_host_mem_ops(), s, &err);
-    CHECK(rc == KCAP_ERR_ARG && strstr(err.msg, "q: NULL"), "NULL q: %s", err.msg);
+    TK_CHECK(rc == KCAP_ERR_ARG && strstr(err.msg, "q: NULL"), "NULL q: %s", err.msg);
     kcap_snapshot_free(s);
     v.a.q = v.q;
     v.a.dtype = 7;
     s = kcap_snapshot_create();
     rc = kcap_call_record(d, &v.a, KCAP_ARG_IN, kcap_host_mem_ops(), s, &err);
-    CHECK(rc == KCAP_ERR_SHAPE && strstr(err.msg, "dtype = 7"), "bad dtype enum: %s", err.msg);
+    TK_CHECK(rc == KCAP_ERR_SHAPE && strstr(err.msg, "dtype = 7"), "bad dtype enum: %s", err.msg);
     kcap_snapshot_free(s);
     v.a.dtype = 0;
     /* validate: a tampered shape and an extra tensor are refused, naming the dataset */
     s = tu_vattn_snapshot(&v, &err);
-    CHECK(s && kcap_call_validate(d, s, &err) == 0, "valid: %s", err.msg);
+    TK_CHECK(s && kcap_call_validate(d, s, &err) == 0, "valid: %s", err.msg);
     for (int i = 0; s && i < s->ntensors; i++)
         if (!strcmp(s->tensors[i].name, "o"))
             s->tensors[i].shape[2] = 511;
     rc = kcap_call_validate(d, s, &err);
-    CHECK(rc == KCAP_ERR_SHAPE && strstr(err.msg, "/outputs/o"), "bad o shape: %s", err.msg);
+    TK_CHECK(rc == KCAP_ERR_SHAPE && strstr(err.msg, "/outputs/o"), "bad o shape: %s", err.msg);
     kcap_snapshot_free(s);
     s = tu_vattn_snapshot(&v, &err);
     int64_t one = 1;
     kcap_snapshot_add_tensor(s, "extra", KCAP_DIR_IN, KCAP_DT_U8, 1, &one, NULL, NULL, NULL);
     rc = kcap_call_validate(d, s, &err);
-    CHECK(rc == KCAP_ERR_CORRUPT && strstr(err.msg, "/inputs/extra"), "extra tensor: %s", err.msg);
+    TK_CHECK(rc == KCAP_ERR_CORRUPT && strstr(err.msg, "/inputs/extra"), "extra tensor: %s", err.msg);
     kcap_snapshot_free(s);
     /* duplicate slots must hold identical rows */
     s = tu_vattn_snapshot(&v, &err);
@@ -192,7 +192,7 @@ static void test_bad_calls(void)
     ((int32_t *)ix->data)[0] = ((int32_t *)ix->data)[1];
     ((uint16_t *)kv->data)[3] ^= 1;
     rc = kcap_call_validate(d, s, &err);
-    CHECK(rc == KCAP_ERR_CORRUPT && strstr(err.msg, "differ"), "duplicate rows differ: %s", err.msg);
+    TK_CHECK(rc == KCAP_ERR_CORRUPT && strstr(err.msg, "differ"), "duplicate rows differ: %s", err.msg);
     kcap_snapshot_free(s);
     tu_vattn_free(&v);
 }
@@ -217,7 +217,7 @@ static void test_messages(void)
         H5Pclose(fapl); /* clears the stack */
         kcap_h5_errtext(buf, sizeof buf);
         kcap_h5_unlock();
-        CHECK(f < 0 && strstr(buf, cases[i].want), "%s: '%s' should say '%s'", cases[i].path,
+        TK_CHECK(f < 0 && strstr(buf, cases[i].want), "%s: '%s' should say '%s'", cases[i].path,
               buf, cases[i].want);
     }
     static const struct {
@@ -233,7 +233,7 @@ static void test_messages(void)
     for (size_t i = 0; i < sizeof esc / sizeof esc[0]; i++) {
         char buf[64];
         kcap_printable(buf, esc[i].n, esc[i].in);
-        CHECK(!strcmp(buf, esc[i].out), "kcap_printable case %zu: '%s', want '%s'", i, buf,
+        TK_CHECK(!strcmp(buf, esc[i].out), "kcap_printable case %zu: '%s', want '%s'", i, buf,
               esc[i].out);
     }
 }
@@ -248,8 +248,7 @@ int main(void)
     test_bad_calls();
     test_messages();
     char *txt = kcap_call_describe(kcap_call_find("vattn_verify"));
-    CHECK(txt && strstr(txt, "| kv_cache | input |") && strstr(txt, "kv_indices"), "describe");
+    TK_CHECK(txt && strstr(txt, "| kv_cache | input |") && strstr(txt, "kv_indices"), "describe");
     free(txt);
-    printf("%s (%d failures)\n", tu_failures ? "FAILED" : "ok", tu_failures);
-    return tu_failures ? 1 : 0;
+    return tk_summary("test_units");
 }

@@ -32,8 +32,10 @@ $(VATTN_CPU_PERTURBED): $(OBJ)/kernels/verify_attn_cpu_perturbed.o $(OBJ)/kernel
 # Tests link the library by soname and find it through an rpath relative to themselves, so
 # build/ and build-asan/ each use their own copy.
 VATTN_TEST_RPATH := -Wl,-rpath,'$$ORIGIN/../lib'
+# The kernel tests' own headers list their includes by hand; the test kit is one of them.
+KCAP_TESTKIT_HDRS := tests/testkit.h tests/testkit_vattn.h
 
-$(TBIN)/test_verify_cpu: tests/kernels/test_verify_cpu.c tests/kernels/vattn_cpu_checks.h tests/kernels/vattn_cpu_extend.h tests/kernels/vattn_extend_util.h tests/kernels/vattn_test_util.h $(VATTN_CPU_LIB) | $(VATTN_CPU_PERTURBED)
+$(TBIN)/test_verify_cpu: tests/kernels/test_verify_cpu.c tests/kernels/vattn_cpu_checks.h tests/kernels/vattn_cpu_extend.h tests/kernels/vattn_extend_util.h tests/kernels/vattn_test_util.h $(KCAP_TESTKIT_HDRS) $(VATTN_CPU_LIB) | $(VATTN_CPU_PERTURBED)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(LIB) -lverify_attn_cpu $(VATTN_TEST_RPATH) -ldl -lm
 
@@ -58,7 +60,7 @@ $(VATTN_CUDA_DEV_LIB): $(VATTN_CUDA_DEPS)
 	    kernels/verify_attn.cu kernels/vattn_check.c
 
 # The GPU test is C: it dlopens both libraries (same symbol names) and links cudart statically.
-$(TBIN)/test_verify_gpu: tests/kernels/test_verify_gpu.c tests/kernels/vattn_gpu_common.h tests/kernels/vattn_gpu_extend.h tests/kernels/vattn_extend_util.h tests/kernels/vattn_test_util.h kernels/verify_attn.h | $(VATTN_CUDA_DEV_LIB)
+$(TBIN)/test_verify_gpu: tests/kernels/test_verify_gpu.c tests/kernels/vattn_gpu_common.h tests/kernels/vattn_gpu_extend.h tests/kernels/vattn_extend_util.h tests/kernels/vattn_test_util.h $(KCAP_TESTKIT_HDRS) kernels/verify_attn.h | $(VATTN_CUDA_DEV_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests/kernels $< -o $@ $(LDFLAGS) $(CUDA_HOME)/lib64/libcudart_static.a -ldl -lrt -lm
 

@@ -4,7 +4,7 @@
  * outputs untouched), the misc ABI checks (status strings, version, backend) and the perturbed
  * test build (it must differ in exactly its one documented element, through vattn_verify and
  * through vattn_extend alike). Included by
- * test_verify_cpu.c after its case builder (built, build, poison, unbuild, g_fail), which
+ * test_verify_cpu.c (the random call: ../testkit_vattn.h; g_fail), which
  * these checks reuse; kept apart so each file reads alone and stays short.
  */
 #ifndef VATTN_CPU_CHECKS_H
@@ -15,9 +15,9 @@
 /* ---- argument validation ---- */
 /* A mutation of a valid call: of its verify form (B) or, for the extend table
  * (vattn_cpu_extend.h), of its extend form (X). */
-typedef void (*mutate_fn)(built *B, vattn_ext_host *X);
+typedef void (*mutate_fn)(tk_vcall *B, vattn_ext_host *X);
 #define M(name, body) \
-    static void name(built *B, vattn_ext_host *X) { vattn_args *a = &B->a; (void)a; (void)X; body; }
+    static void name(tk_vcall *B, vattn_ext_host *X) { vattn_args *a = &B->a; (void)a; (void)X; body; }
 M(m_none, )
 M(m_struct0, a->struct_size = 0)
 M(m_struct_small, a->struct_size = sizeof(vattn_args) - 8)
@@ -129,20 +129,21 @@ static void run_validation_table(const vcase *tab, size_t n, int idx64, int ext)
     /* bs 3, q_len 4, H 4, prefixes in [0, 9]: kv_indices has >= 12 entries for the verify
      * index mutations ([3], [5]); the extend ones (first / last prefix entry) need one prefix
      * key among the 3 requests, else they change nothing and their row fails */
-    static const tcase base = {"validation", 3, 4, 4, 9, 0, VIS_TREE, 0, 0, 0, 0, 576, 0, 0, 0, 0.0625f, SP_NONE};
+    static const tk_vcase base = {.name = "validation", .bs = 3, .q_len = 4, .heads = 4, .max_prefix = 9,
+     .vis = TK_VIS_TREE};
     for (size_t k = 0; k < n; k++) {
-        tcase c = base;
+        tk_vcase c = base;
         c.idx64 = idx64;
         g_rng = (ext ? 0x7654321 : 0x1234567) + k;
-        built B;
-        build(&c, &B);
+        tk_vcall B;
+        tk_vcall_build(&c, &g_rng, &B);
         void *ws_orig = B.ws;
         vattn_ext_host X;
         memset(&X, 0, sizeof X);
         if (ext)
             vattn_ext_from_verify(&B.a, B.indptr, B.indices, B.vis, B.kv, B.kv_elems, 8, &X);
         tab[k].fn(&B, &X);
-        poison(&B);
+        tk_vcall_poison(&B);
         const int rc = ext ? vattn_extend(&X.e, B.ws, B.ws_bytes, NULL) : vattn_verify(&B.a, B.ws, B.ws_bytes, NULL);
         const uint16_t p = POISON_BF16;
         int untouched = 1;
@@ -161,7 +162,7 @@ static void run_validation_table(const vcase *tab, size_t n, int idx64, int ext)
         B.ws = ws_orig;
         if (ext)
             vattn_ext_free(&X);
-        unbuild(&B);
+        tk_vcall_free(&B);
     }
     /* the NULL args pointer */
     const int rc = ext ? vattn_extend(NULL, NULL, 0, NULL) : vattn_verify(NULL, NULL, 0, NULL);
@@ -214,19 +215,19 @@ static void run_perturbed(void)
         (int (*)(const vattn_args *, void *, size_t, void *))dlsym(h, "vattn_verify");
     int (*pe)(const vattn_extend_args *, void *, size_t, void *) =
         (int (*)(const vattn_extend_args *, void *, size_t, void *))dlsym(h, "vattn_extend");
-    tcase c = cases[2]; /* bs 2, q 16, H 16 */
+    tk_vcase c = cases[2]; /* bs 2, q 16, H 16 */
     g_rng = 99;
-    built B;
-    build(&c, &B);
+    tk_vcall B;
+    tk_vcall_build(&c, &g_rng, &B);
     vattn_ext_host X;
     vattn_ext_from_verify(&B.a, B.indptr, B.indices, B.vis, B.kv, B.kv_elems, 8, &X);
     uint16_t *o0 = malloc(B.o_elems * 2);
     /* both entry points of the perturbed build, each against the same one of this library */
     for (int ext = 0; ext < 2; ext++) {
-        poison(&B);
+        tk_vcall_poison(&B);
         int rc0 = ext ? vattn_extend(&X.e, B.ws, B.ws_bytes, NULL) : vattn_verify(&B.a, B.ws, B.ws_bytes, NULL);
         memcpy(o0, B.o, B.o_elems * 2);
-        poison(&B);
+        tk_vcall_poison(&B);
         int rc1 = ext ? (pe ? pe(&X.e, B.ws, B.ws_bytes, NULL) : -1) : (pv ? pv(&B.a, B.ws, B.ws_bytes, NULL) : -1);
         const vattn_args *a = &B.a;
         size_t target = (size_t)((a->bs - 1) * a->q_len) * a->o_stride_t +
@@ -234,7 +235,7 @@ static void run_perturbed(void)
         size_t ndiff = 0;
         for (size_t i = 0; i < B.o_elems; i++)
             ndiff += o0[i] != B.o[i];
-        double d = dec(B.o[target], 0) - dec(o0[target], 0);
+        double d = tk_dec(B.o[target], 0) - tk_dec(o0[target], 0);
         int ok = rc0 == 0 && rc1 == 0 && ndiff == 1 && o0[target] != B.o[target] && fabs(d - 0.5) < 0.02;
         printf("%s perturbed build (%s): %zu element(s) differ, delta at documented element %.4f\n",
                ok ? "PASS" : "FAIL", ext ? "vattn_extend" : "vattn_verify", ndiff, d);
@@ -242,7 +243,7 @@ static void run_perturbed(void)
     }
     free(o0);
     vattn_ext_free(&X);
-    unbuild(&B);
+    tk_vcall_free(&B);
     dlclose(h);
 }
 

@@ -7,34 +7,34 @@
  * (the new NULL / stride / alignment cases and their place in the check order) and the
  * extend device-data table (bad qo_indptr / kv_indptr / mask_indptr -> VATTN_ERR_INDPTR, bad
  * slot -> VATTN_ERR_INDEX_RANGE, outputs untouched). Included by test_verify_cpu.c after its
- * case builder (built, build, poison, reference, compare, guards_ok, unbuild, g_fail).
+ * reference and compare (the random call: ../testkit_vattn.h; g_fail).
  */
 #ifndef VATTN_CPU_EXTEND_H
 #define VATTN_CPU_EXTEND_H
 
 #include "vattn_extend_util.h"
 
-static void run_extend_case(const tcase *c, uint64_t seed, int kext_gap)
+static void run_extend_case(const tk_vcase *c, uint64_t seed, int kext_gap)
 {
     g_rng = seed;
-    built B;
-    build(c, &B);
+    tk_vcall B;
+    tk_vcall_build(c, &g_rng, &B);
     const int T = c->bs * c->q_len;
-    double *ref_o = malloc(sizeof(double) * T * c->H * DV), *ref_lse = malloc(sizeof(double) * T * c->H);
+    double *ref_o = malloc(sizeof(double) * T * c->heads * DV), *ref_lse = malloc(sizeof(double) * T * c->heads);
     uint16_t *o_v = malloc(B.o_elems * 2);
     float *lse_v = malloc(B.lse_elems * 4);
     reference(&B, B.vis, ref_o, ref_lse);
-    poison(&B);
+    tk_vcall_poison(&B);
     const int rc_v = vattn_verify(&B.a, B.ws, B.ws_bytes, NULL);
     memcpy(o_v, B.o, B.o_elems * 2);
     memcpy(lse_v, B.lse, B.lse_elems * 4);
     vattn_ext_host X;
     vattn_ext_from_verify(&B.a, B.indptr, B.indices, B.vis, B.kv, B.kv_elems, kext_gap, &X);
     const size_t ws = vattn_extend_workspace_size(&X.e);
-    poison(&B);
+    tk_vcall_poison(&B);
     const int rc = vattn_extend(&X.e, B.ws, B.ws_bytes, NULL);
     char name[112];
-    snprintf(name, sizeof name, "extend %s[bs%d q%d H%d %s %s %s kgap%d]", c->name, c->bs, c->q_len, c->H,
+    snprintf(name, sizeof name, "extend %s[bs%d q%d H%d %s %s %s kgap%d]", c->name, c->bs, c->q_len, c->heads,
              X.mask ? "mask" : "causal(NULL)", c->idx64 ? "i64" : "i32", c->fp16 ? "fp16" : "bf16", kext_gap);
     if (rc_v != VATTN_OK || ws != B.ws_bytes) {
         printf("FAIL %s: verify returned %d, extend workspace %zu vs verify's %zu\n", name, rc_v, ws, B.ws_bytes);
@@ -55,12 +55,12 @@ static void run_extend_case(const tcase *c, uint64_t seed, int kext_gap)
     free(lse_v);
     free(ref_o);
     free(ref_lse);
-    unbuild(&B);
+    tk_vcall_free(&B);
 }
 
 /* ---- the extend argument and device-data tables ---- */
 #define EM(name, body) \
-    static void name(built *B, vattn_ext_host *X) { vattn_extend_args *e = &X->e; (void)B; (void)e; body; }
+    static void name(tk_vcall *B, vattn_ext_host *X) { vattn_extend_args *e = &X->e; (void)B; (void)e; body; }
 EM(em_none, )
 EM(em_struct_small, e->struct_size = sizeof(vattn_extend_args) - 8)
 EM(em_reserved, e->reserved0 = 2)

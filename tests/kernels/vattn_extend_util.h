@@ -61,12 +61,12 @@ static void vattn_ext_from_verify(const vattn_args *a, const int32_t *indptr, co
     X->indptr = malloc(sizeof(int32_t) * (bs + 1));
     X->mask_indptr = malloc(sizeof(int64_t) * (bs + 1));
     X->indptr[0] = 0;
-    X->mask_indptr[0] = rnd_int(VATTN_EXT_MASK_PAD + 1); /* need not start at 0 */
+    X->mask_indptr[0] = tk_int(&g_rng, VATTN_EXT_MASK_PAD + 1); /* need not start at 0 */
     for (int b = 0; b < bs; b++) {
         const int64_t prefix = indptr[b + 1] - indptr[b] - ql;
         X->qo[b] = b * ql;
         X->indptr[b + 1] = X->indptr[b] + (int32_t)prefix;
-        X->mask_indptr[b + 1] = X->mask_indptr[b] + (int64_t)ql * (prefix + ql) + rnd_int(VATTN_EXT_MASK_PAD + 1);
+        X->mask_indptr[b + 1] = X->mask_indptr[b] + (int64_t)ql * (prefix + ql) + tk_int(&g_rng, VATTN_EXT_MASK_PAD + 1);
     }
     X->qo[bs] = bs * ql;
     X->idx_bytes = (size_t)X->indptr[bs] * isz;
@@ -94,7 +94,7 @@ static void vattn_ext_from_verify(const vattn_args *a, const int32_t *indptr, co
         X->mask_bytes = (size_t)X->mask_indptr[bs] + VATTN_EXT_MASK_PAD;
         X->mask = malloc(X->mask_bytes);
         for (size_t i = 0; i < X->mask_bytes; i++) /* garbage: half zeros, the rest anything */
-            X->mask[i] = rnd_int(2) ? 0 : (uint8_t)rnd();
+            X->mask[i] = tk_int(&g_rng, 2) ? 0 : (uint8_t)tk_next(&g_rng);
         for (int b = 0; b < bs; b++) {
             const int64_t prefix = X->indptr[b + 1] - X->indptr[b], kv_len = prefix + ql;
             for (int i = 0; i < ql; i++)

@@ -47,9 +47,9 @@ typedef struct vlib {
 } vlib;
 
 /* random value in (-1, 1) directly as bits: sign, exponent in [-7, -1], random mantissa */
-static uint16_t rnd_val(int fp16)
+static uint16_t rnd_val(tk_rng *rng, int fp16)
 {
-    uint64_t r = rnd();
+    uint64_t r = tk_next(rng);
     int s = (int)(r & 1), e = -1 - (int)((r >> 1) % 7);
     uint16_t m = (uint16_t)(r >> 8);
     if (!fp16)
@@ -147,7 +147,7 @@ static void hcall_build(const gcase *c, hcall *B)
     B->indptr[0] = 0;
     int64_t maxlen = 0;
     for (int b = 0; b < c->bs; b++) {
-        int prefix = (b == 0 && c->zero_first) ? 0 : c->ragged ? rnd_int(c->max_prefix + 1) : c->max_prefix;
+        int prefix = (b == 0 && c->zero_first) ? 0 : c->ragged ? tk_int(&g_rng, c->max_prefix + 1) : c->max_prefix;
         B->indptr[b + 1] = B->indptr[b] + prefix + ql;
         if (prefix + ql > maxlen)
             maxlen = prefix + ql;
@@ -158,47 +158,20 @@ static void hcall_build(const gcase *c, hcall *B)
     /* the hint only sizes the split grid: a wrong or absent one must cost speed, never keys */
     a->max_kv_len = c->hint == 1 ? maxlen / 16 + 1 : c->hint == 2 ? 0 : maxlen;
     int64_t *perm = malloc(sizeof(int64_t) * num_slots);
-    for (int64_t i = 0; i < num_slots; i++)
-        perm[i] = i;
-    for (int64_t i = num_slots - 1; i > 0; i--) {
-        int64_t j = (int64_t)(rnd() % (uint64_t)(i + 1)), t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
     B->idx_bytes = (size_t)B->total * (c->idx64 ? 8 : 4);
-    B->indices = malloc(B->idx_bytes ? B->idx_bytes : 8);
-    for (int64_t i = 0; i < B->total; i++) {
-        if (c->idx64)
-            ((int64_t *)B->indices)[i] = perm[i];
-        else
-            ((int32_t *)B->indices)[i] = (int32_t)perm[i];
-    }
+    B->indices = tk_vattn_indices(&g_rng, c->idx64, B->total, num_slots, perm);
     /* unused pool rows and row gaps hold NaN: reading them poisons the result */
-    const uint16_t nan_in = fp16 ? POISON_F16 : POISON_BF16;
-    B->kv_elems = (size_t)num_slots * a->kv_stride;
-    B->kv = malloc(B->kv_elems * 2);
-    for (size_t i = 0; i < B->kv_elems; i++)
-        B->kv[i] = nan_in;
-    for (int64_t i = 0; i < B->total; i++)
-        for (int ch = 0; ch < QK; ch++)
-            B->kv[perm[i] * a->kv_stride + ch] = rnd_val(fp16);
+    B->kv = tk_vattn_pool(&g_rng, a, perm, B->total, rnd_val, &B->kv_elems);
     free(perm);
-    B->q_elems = (size_t)T * a->q_stride_t;
-    B->q = malloc(B->q_elems * 2);
-    for (size_t i = 0; i < B->q_elems; i++)
-        B->q[i] = nan_in;
-    for (int t = 0; t < T; t++)
-        for (int h = 0; h < H; h++)
-            for (int ch = 0; ch < QK; ch++)
-                B->q[t * a->q_stride_t + h * a->q_stride_h + ch] = rnd_val(fp16);
+    B->q = tk_vattn_q(&g_rng, a, T, rnd_val, &B->q_elems);
     B->vis = malloc((size_t)c->bs * ql * ql);
     for (int b = 0; b < c->bs; b++) {
         uint8_t *m = B->vis + (size_t)b * ql * ql;
         int parent[VATTN_MAX_Q_LEN];
         for (int i = 0; i < ql; i++) {
-            parent[i] = i == 0 ? -1 : rnd_int(i);
+            parent[i] = i == 0 ? -1 : tk_int(&g_rng, i);
             for (int j = 0; j < ql; j++)
-                m[i * ql + j] = c->vis == VIS_RANDOM ? (rnd_int(3) == 0) : (c->vis != VIS_TREE && j <= i);
+                m[i * ql + j] = c->vis == VIS_RANDOM ? (tk_int(&g_rng, 3) == 0) : (c->vis != VIS_TREE && j <= i);
             if (c->vis == VIS_TREE)
                 for (int k = i; k >= 0; k = parent[k])
                     m[i * ql + k] = 1;
@@ -206,7 +179,7 @@ static void hcall_build(const gcase *c, hcall *B)
     }
     a->visibility = c->vis == VIS_CAUSAL_NULL ? NULL : B->vis;
     /* SP_MASKED_NANV needs an explicit visibility matrix (c->vis != VIS_CAUSAL_NULL) */
-    vattn_special_data(a, B->indptr, B->indices, B->vis, B->q, B->kv, c->special == SP_ZERO_Q,
+    tk_vattn_special_data(a, B->indptr, B->indices, B->vis, B->q, B->kv, c->special == SP_ZERO_Q,
                        c->special == SP_MASKED_NANV);
     B->o_elems = (size_t)T * a->o_stride_t;
     B->lse_elems = (size_t)T * H;
@@ -436,7 +409,7 @@ static void compare_out(const hcall *B, const uint16_t *o, const float *lse, con
         for (int h = 0; h < H && !R->why[0]; h++)
             for (int c = 0; c < DV; c++) {
                 size_t k = t * a->o_stride_t + h * a->o_stride_h + c;
-                double v = dec(o[k], fp16), r = dec(ro[k], fp16);
+                double v = tk_dec(o[k], fp16), r = tk_dec(ro[k], fp16);
                 if (isnan(v) != isnan(r) || ((isinf(v) || isinf(r)) && v != r)) {
                     snprintf(R->why, sizeof R->why, "NaN/Inf mismatch at (req %lld, tok %lld, head %d, ch %d): %g vs ref %g",
                              (long long)(t / ql), (long long)(t % ql), h, c, v, r);
@@ -462,12 +435,12 @@ static void compare_out(const hcall *B, const uint16_t *o, const float *lse, con
     const double rms = sqrt(den / ((double)T * H * DV));
     if (!R->why[0] && R->worst >= 0) {
         size_t k = (size_t)((int64_t)R->wb * ql + R->wt) * a->o_stride_t + R->wh * a->o_stride_h + R->wc;
-        double r = dec(ro[k], fp16);
+        double r = tk_dec(ro[k], fp16);
         for (int64_t t = 0; t < T && !R->why[0]; t++)
             for (int h = 0; h < H && !R->why[0]; h++)
                 for (int c = 0; c < DV; c++) {
                     size_t kk = t * a->o_stride_t + h * a->o_stride_h + c;
-                    double v = dec(o[kk], fp16), rr = dec(ro[kk], fp16);
+                    double v = tk_dec(o[kk], fp16), rr = tk_dec(ro[kk], fp16);
                     if (isfinite(rr) && fabs(v - rr) > 2e-2 * (fabs(rr) + rms)) {
                         snprintf(R->why, sizeof R->why, "element (req %lld, tok %lld, head %d, ch %d) = %g vs ref %g",
                                  (long long)(t / ql), (long long)(t % ql), h, c, v, rr);

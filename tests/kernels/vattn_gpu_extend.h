@@ -188,7 +188,7 @@ static void run_extend_invalid(const gcase *c, const vlib *gpu, int kind)
                     int same = memcmp(o + k0, ov[f] + k0, DV * 2) == 0 && (!B.want_lse || memcmp(&l, &lv[f][t * H + h], 4) == 0);
                     int nan = !B.want_lse || isnan(l);
                     for (int ch = 0; ch < DV; ch++)
-                        nan &= isnan(dec(o[k0 + ch], B.a.dtype == VATTN_DTYPE_FP16));
+                        nan &= isnan(tk_dec(o[k0 + ch], B.a.dtype == VATTN_DTYPE_FP16));
                     if (isbad ? !nan : !same)
                         snprintf(why, sizeof why, " request %d token %lld head %d: %s", b, (long long)(t % ql), h,
                                  isbad ? "not NaN" : "differs from vattn_verify");

@@ -1,14 +1,15 @@
 /*
  * vattn_test_util.h — small helpers shared by the kernel tests (test_verify_cpu.c and, through
- * vattn_gpu_common.h, the GPU test): the element widths, the NaN poison patterns, one
- * deterministic xorshift64* generator, an exact bf16/fp16 decoder written independently of
- * the libraries, and the Q = 0 check (every output row = the float64 mean of its visible V
- * rows). Header-only, static; a test seeds g_rng before it draws.
+ * vattn_gpu_common.h, the GPU test), over the test kit (../testkit_vattn.h: checks,
+ * generator, codecs, the random call): the kernel tests' one stream g_rng, the output ulp and
+ * the Q = 0 check (every output row = the float64 mean of its visible V rows). Header-only,
+ * static; a test seeds g_rng before it draws.
  */
 #ifndef VATTN_TEST_UTIL_H
 #define VATTN_TEST_UTIL_H
 
 #include "verify_attn.h"
+#include "../testkit_vattn.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -16,67 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define QK VATTN_HEAD_DIM_QK
-#define DV VATTN_HEAD_DIM_V
-#define POISON_BF16 0x7fc1u
-#define POISON_F16 0x7e01u
-
-static uint64_t g_rng = 88172645463325252ull;
-static inline uint64_t rnd(void)
-{
-    g_rng ^= g_rng >> 12;
-    g_rng ^= g_rng << 25;
-    g_rng ^= g_rng >> 27;
-    return g_rng * 0x2545F4914F6CDD1Dull;
-}
-static inline int rnd_int(int n) { return (int)(rnd() % (uint64_t)n); }
-
-/* bf16 / IEEE half bits -> double, exact (NaN, Inf and subnormals included) */
-static inline double dec(uint16_t h, int fp16)
-{
-    if (!fp16) {
-        uint32_t x = (uint32_t)h << 16;
-        float f;
-        memcpy(&f, &x, 4);
-        return f;
-    }
-    int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
-    double v = e == 31 ? (m ? NAN : INFINITY) : e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
-    return s ? -v : v;
-}
-
-/* Data random values miss, applied to a built call (a: sizes / strides / dtype / index type;
- * the host arrays alongside; vis: the explicit [bs][q_len][q_len] matrix, NULL only when
- * zero_q). zero_q: Q = 0 (owned elements) and the rope columns of every used K = 0 (V is K's
- * first 512 columns, so K itself cannot be 0): every score is 0. hidden_nan: per request b,
- * draft key (7 b + 1) % q_len is hidden from every query (its visibility column cleared) and
- * its whole cache row holds NaN / +Inf / -Inf. */
-static inline void vattn_special_data(const vattn_args *a, const int32_t *indptr, const void *indices, uint8_t *vis,
-                                      uint16_t *q, uint16_t *kv, int zero_q, int hidden_nan)
-{
-    const int fp16 = a->dtype == VATTN_DTYPE_FP16, ql = a->q_len, H = a->num_heads, idx64 = a->index_type;
-    const int64_t T = (int64_t)a->bs * ql;
-#define VATTN_SLOT_AT(pos) (idx64 ? ((const int64_t *)indices)[pos] : (int64_t)((const int32_t *)indices)[pos])
-    if (zero_q) {
-        for (int64_t t = 0; t < T; t++)
-            for (int h = 0; h < H; h++)
-                memset(q + t * a->q_stride_t + h * a->q_stride_h, 0, QK * 2);
-        for (int64_t i = 0; i < indptr[a->bs]; i++)
-            memset(kv + VATTN_SLOT_AT(i) * a->kv_stride + DV, 0, (QK - DV) * 2);
-    }
-    if (hidden_nan) {
-        const uint16_t pnan = fp16 ? POISON_F16 : POISON_BF16, pinf = fp16 ? 0x7c00u : 0x7f80u;
-        for (int b = 0; b < a->bs; b++) {
-            const int d = (b * 7 + 1) % ql;
-            const int64_t slot = VATTN_SLOT_AT(indptr[b + 1] - ql + d);
-            for (int i = 0; i < ql; i++)
-                vis[((size_t)b * ql + i) * ql + d] = 0;
-            for (int ch = 0; ch < QK; ch++)
-                kv[slot * a->kv_stride + ch] = ch % 3 == 0 ? pnan : ch % 3 == 1 ? pinf : (uint16_t)(pinf | 0x8000u);
-        }
-    }
-#undef VATTN_SLOT_AT
-}
+/* the kernel tests' one stream (a test seeds it before it draws) */
+static tk_rng g_rng = TK_RNG_DEFAULT_SEED;
 
 /* One output ulp of x (bf16: 8 significant bits, fp16: 11, its subnormals 2^-24). */
 static inline double out_ulp(double x, int fp16)
@@ -119,7 +61,7 @@ static int vattn_check_mean(const vattn_args *a, const int32_t *indptr, const vo
                 const int64_t slot = a->index_type == VATTN_INDEX_INT64 ? ((const int64_t *)indices)[st + j]
                                                                         : ((const int32_t *)indices)[st + j];
                 for (int c = 0; c < DV; c++) {
-                    const double v = dec(kv[slot * a->kv_stride + c], fp16);
+                    const double v = tk_dec(kv[slot * a->kv_stride + c], fp16);
                     mean[c] += v;
                     mabs[c] += fabs(v);
                 }
@@ -132,7 +74,7 @@ static int vattn_check_mean(const vattn_args *a, const int32_t *indptr, const vo
             const int64_t t = (int64_t)b * ql + i;
             for (int h = 0; h < H && !R->why[0]; h++) {
                 for (int c = 0; c < DV; c++) {
-                    const double v = dec(o[t * a->o_stride_t + h * a->o_stride_h + c], fp16);
+                    const double v = tk_dec(o[t * a->o_stride_t + h * a->o_stride_h + c], fp16);
                     const double d = fabs(v - mean[c]), tol = out_ulp(mean[c], fp16) + 0x1p-20 * mabs[c];
                     if (!isfinite(v)) {
                         snprintf(R->why, sizeof R->why, "non-finite o at (req %d, tok %d, head %d, ch %d): %g", b, i,

@@ -35,9 +35,12 @@ VATTN_TEST_RPATH := -Wl,-rpath,'$$ORIGIN/../lib'
 # The kernel tests' own headers list their includes by hand; the test kit is one of them.
 KCAP_TESTKIT_HDRS := tests/testkit.h tests/testkit_vattn.h
 
-$(TBIN)/test_verify_cpu: tests/kernels/test_verify_cpu.c tests/kernels/vattn_cpu_checks.h tests/kernels/vattn_cpu_extend.h tests/kernels/vattn_extend_util.h tests/kernels/vattn_test_util.h $(KCAP_TESTKIT_HDRS) $(VATTN_CPU_LIB) | $(VATTN_CPU_PERTURBED)
+# The CPU test judges outputs with replay's kcap_compare (one definition of "correct"), which
+# needs kcap_dtype_size from the formats library (named by path: formats/module.mk is read later).
+VATTN_CPU_TEST_OBJS := $(OBJ)/replay/kcap_compare.o $(LIB)/libkcapfmt.a $(OBJ)/common/kcap_error.o
+$(TBIN)/test_verify_cpu: tests/kernels/test_verify_cpu.c tests/kernels/vattn_cpu_checks.h tests/kernels/vattn_cpu_extend.h tests/kernels/vattn_extend_util.h tests/kernels/vattn_test_util.h $(KCAP_TESTKIT_HDRS) $(VATTN_CPU_TEST_OBJS) $(VATTN_CPU_LIB) | $(VATTN_CPU_PERTURBED)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(LIB) -lverify_attn_cpu $(VATTN_TEST_RPATH) -ldl -lm
+	$(CC) $(CFLAGS) $< $(VATTN_CPU_TEST_OBJS) -o $@ $(LDFLAGS) -L$(LIB) -lverify_attn_cpu $(VATTN_TEST_RPATH) -ldl -lm
 
 ALL_TARGETS += $(VATTN_CPU_LIB) $(VATTN_CPU_PERTURBED) $(TBIN)/test_verify_cpu
 TESTS += $(TBIN)/test_verify_cpu

@@ -17,6 +17,7 @@
  */
 #include "verify_attn.h"
 #include "vattn_test_util.h"
+#include "kcap_compare.h"
 
 #include <dlfcn.h>
 #include <libgen.h>
@@ -142,96 +143,84 @@ static void reference(const tk_vcall *B, const uint8_t *vis, double *ref_o, doub
     free(s);
 }
 
-/* Compares B's outputs with the reference; prints one line; returns 1 on pass. */
+/* Tolerances of the float64 comparison. o: rel L2 <= O_REL_L2, and since one wrong element
+ * barely moves a norm over a big output, every element within O_ELEM_TOL of (|ref| +
+ * rms(ref)) too (bf16 output rounding alone is <= 2^-9 |ref|). lse: within LSE_TOL of
+ * (1 + |ref|) (fp32 accumulation), -inf exactly where the reference has it. */
+#define O_REL_L2 1e-2
+#define O_ELEM_TOL 1e-2
+#define LSE_TOL 1e-4
+
+/* (req, tok, head[, ch]) of a flat index into a dense [T][H][inner] tensor, for messages */
+static void where(char *buf, size_t n, int64_t flat, int ql, int H, int inner)
+{
+    const int64_t t = flat / ((int64_t)H * inner), h = flat / inner % H, c = flat % inner;
+    if (inner > 1)
+        snprintf(buf, n, "(req %lld, tok %lld, head %lld, ch %lld)", (long long)(t / ql), (long long)(t % ql),
+                 (long long)h, (long long)c);
+    else
+        snprintf(buf, n, "(req %lld, tok %lld, head %lld)", (long long)(t / ql), (long long)(t % ql), (long long)h);
+}
+
+/* Compares B's outputs with the reference through replay's kcap_compare (the one definition of
+ * "correct": NaN/Inf positions first, then the tolerance band, worst element by index), on a
+ * dense float64 copy of the owned elements; the output gaps must still hold the poison.
+ * Prints one line; returns 1 on pass. */
 static int compare(const char *name, const tk_vcall *B, const double *ref_o, const double *ref_lse)
 {
     const vattn_args *a = &B->a;
     const int fp16 = a->dtype == VATTN_DTYPE_FP16, ql = a->q_len, H = a->num_heads;
     const int64_t T = (int64_t)a->bs * ql;
+    const size_t n_o = (size_t)T * H * DV, n_lse = (size_t)T * H;
     const uint16_t p = fp16 ? POISON_F16 : POISON_BF16;
-    char why[256] = "";
-    double num = 0, den = 0, worst = -1;
-    int64_t wt = 0;
-    int wh = 0, wc = 0;
+    char why[256] = "", at[96] = "";
+    double *got = malloc(sizeof(double) * (n_o > n_lse ? n_o : n_lse)), ss = 0.0;
+    for (int64_t t = 0; t < T; t++)
+        for (int h = 0; h < H; h++)
+            for (int c = 0; c < DV; c++)
+                got[(t * H + h) * DV + c] = tk_dec(B->o[t * a->o_stride_t + h * a->o_stride_h + c], fp16);
+    for (size_t i = 0; i < n_o; i++)
+        ss += ref_o[i] * ref_o[i];
+    const double rms = sqrt(ss / (double)n_o);
+    const kcap_cmp_tol otol = {.atol = O_ELEM_TOL * rms, .rtol = O_ELEM_TOL};
+    kcap_cmp_result ro, rl = {.max_abs = 0};
+    kcap_compare(KCAP_DT_F64, got, ref_o, n_o, &otol, &ro);
+    where(at, sizeof at, ro.worst > 0 ? ro.worst : 0, ql, H, DV);
     /* 1: NaN/Inf positions (the reference has none in o) and untouched gaps */
-    for (int64_t t = 0; t < T && !why[0]; t++)
-        for (int h = 0; h < H && !why[0]; h++)
-            for (int c = 0; c < DV; c++) {
-                double v = tk_dec(B->o[t * a->o_stride_t + h * a->o_stride_h + c], fp16);
-                if (!isfinite(v)) {
-                    snprintf(why, sizeof why, "non-finite o at (req %lld, tok %lld, head %d, ch %d)",
-                             (long long)(t / ql), (long long)(t % ql), h, c);
-                    break;
-                }
-            }
+    if (ro.nonfinite_mismatch)
+        snprintf(why, sizeof why, "non-finite o at %s", at);
     for (size_t i = 0; i < B->o_elems && !why[0]; i++) {
         int64_t t = (int64_t)(i / a->o_stride_t), r = (int64_t)(i % a->o_stride_t);
         int h = (int)(r / a->o_stride_h), c = (int)(r % a->o_stride_h);
-        int owned = h < H && c < DV;
-        if (!owned && B->o[i] != p)
-            snprintf(why, sizeof why, "output gap element %zu (token %lld) was written", i,
-                     (long long)t);
+        if (!(h < H && c < DV) && B->o[i] != p)
+            snprintf(why, sizeof why, "output gap element %zu (token %lld) was written", i, (long long)t);
     }
-    /* 2: rel L2 over o, worst element */
-    for (int64_t t = 0; t < T && !why[0]; t++)
-        for (int h = 0; h < H; h++)
-            for (int c = 0; c < DV; c++) {
-                double v = tk_dec(B->o[t * a->o_stride_t + h * a->o_stride_h + c], fp16);
-                double r = ref_o[(t * H + h) * DV + c], d = fabs(v - r);
-                num += d * d;
-                den += r * r;
-                if (d > worst) {
-                    worst = d;
-                    wt = t;
-                    wh = h;
-                    wc = c;
-                }
-            }
-    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
-    if (!why[0] && !(rel <= 1e-2))
-        snprintf(why, sizeof why, "rel L2 %.3e > 1e-2", rel);
-    /* One wrong element barely moves a norm over a big output, so every element must also be
-     * within 1e-2 of (|ref| + rms(ref)): bf16 output rounding alone is <= 2^-9 |ref|. */
-    const double rms = sqrt(den / ((double)T * H * DV));
-    for (int64_t t = 0; t < T && !why[0]; t++)
-        for (int h = 0; h < H && !why[0]; h++)
-            for (int c = 0; c < DV; c++) {
-                double v = tk_dec(B->o[t * a->o_stride_t + h * a->o_stride_h + c], fp16);
-                double r = ref_o[(t * H + h) * DV + c];
-                if (fabs(v - r) > 1e-2 * (fabs(r) + rms)) {
-                    snprintf(why, sizeof why,
-                             "element (req %lld, tok %lld, head %d, ch %d) = %g, ref %g: beyond "
-                             "1e-2*(|ref|+rms %.3g)",
-                             (long long)(t / ql), (long long)(t % ql), h, c, v, r, rms);
-                    break;
-                }
-            }
-    /* 3: lse: -inf exactly where the reference has it, else within fp32 accumulation error */
-    double lse_worst = 0;
-    if (a->lse)
-        for (int64_t i = 0; i < T * H && !why[0]; i++) {
-            double r = ref_lse[i], v = a->lse[i];
-            if (isinf(r) || !isfinite(v)) {
-                if (!(isinf(r) && v == r))
-                    snprintf(why, sizeof why, "lse (req %lld, tok %lld, head %lld) = %g, ref %g",
-                             (long long)(i / H / ql), (long long)(i / H % ql),
-                             (long long)(i % H), v, r);
-                continue;
-            }
-            double d = fabs(v - r) / (1.0 + fabs(r));
-            if (d > lse_worst)
-                lse_worst = d;
-            if (d > 1e-4)
-                snprintf(why, sizeof why, "lse error %.3e at (req %lld, tok %lld, head %lld)", d,
-                         (long long)(i / H / ql), (long long)(i / H % ql), (long long)(i % H));
+    /* 2: rel L2 over o, then every element */
+    if (!why[0] && !(ro.rel_l2 <= O_REL_L2))
+        snprintf(why, sizeof why, "rel L2 %.3e > %g", ro.rel_l2, O_REL_L2);
+    if (!why[0] && ro.n_beyond)
+        snprintf(why, sizeof why, "element %s = %g, ref %g: beyond %g*(|ref|+rms %.3g) (%zu such)", at,
+                 ro.worst_got, ro.worst_want, O_ELEM_TOL, rms, ro.n_beyond);
+    /* 3: lse */
+    if (a->lse) {
+        const kcap_cmp_tol ltol = {.atol = LSE_TOL, .rtol = LSE_TOL};
+        for (size_t i = 0; i < n_lse; i++)
+            got[i] = a->lse[i];
+        kcap_compare(KCAP_DT_F64, got, ref_lse, n_lse, &ltol, &rl);
+        if (!why[0] && !rl.pass) {
+            where(at, sizeof at, rl.worst, ql, H, 1);
+            snprintf(why, sizeof why, "lse %s = %g, ref %g%s", at, rl.worst_got, rl.worst_want,
+                     rl.worst_kind == KCAP_WORST_NONFINITE ? " (-inf / NaN positions differ)" : "");
         }
-    else
+    } else {
         for (size_t i = 0; i < B->lse_elems && !why[0]; i++)
             if (!isnan(B->lse[i]))
                 snprintf(why, sizeof why, "lse written although lse == NULL");
-    printf("%s %-28s rel_l2=%.2e worst=%.2e at (req %lld, tok %lld, head %d, ch %d) lse_err=%.1e%s%s\n",
-           why[0] ? "FAIL" : "PASS", name, rel, worst, (long long)(wt / ql), (long long)(wt % ql),
-           wh, wc, lse_worst, why[0] ? " : " : "", why);
+    }
+    where(at, sizeof at, ro.worst > 0 ? ro.worst : 0, ql, H, DV);
+    printf("%s %-28s rel_l2=%.2e max_abs=%.2e, worst at %s, lse max_abs=%.1e%s%s\n", why[0] ? "FAIL" : "PASS",
+           name, ro.rel_l2, ro.max_abs, at, rl.max_abs, why[0] ? " : " : "", why);
+    free(got);
     return !why[0];
 }
 

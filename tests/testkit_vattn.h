@@ -33,6 +33,9 @@ static inline const char *tk_vis_label(int vis)
 /* One random verify call. Fields left out of a designated initializer take their defaults:
  * kv_stride 0 = a dense pool row (VATTN_HEAD_DIM_QK), sm_scale 0 = TK_VCASE_SCALE. */
 #define TK_VCASE_SCALE 0.0625f /* about 1/sqrt(576 / 2.25): scores of O(1) on unit-range data */
+/* Draws one Q or K entry of the dtype (bf16 when fp16 == 0). */
+typedef uint16_t (*tk_vattn_val_fn)(tk_rng *r, int fp16);
+
 typedef struct tk_vcase {
     const char *name;
     int bs, q_len, heads;
@@ -46,6 +49,13 @@ typedef struct tk_vcase {
     int no_lse;
     float sm_scale;
     int special; /* TK_SP_* */
+    /* for callers that draw the shape themselves (kcap_gen_snap keeps its shapes, so its
+     * benchmark figures stay comparable); 0 / NULL = the builder's own choice: */
+    const int64_t *prefixes; /* [bs] prefix lengths, else drawn */
+    int64_t num_slots;       /* pool rows, else 1.5x the keys used + 3 */
+    int share_prefix;        /* requests b > 0 reuse request 0's prefix slots, as a radix cache */
+    int pass_max_kv;         /* max_kv_len = the longest kv, else 0 (unknown) */
+    tk_vattn_val_fn val;     /* Q and K entries, else tk_vattn_unit_val */
 } tk_vcase;
 
 /* TK_SP_ZERO_Q: Q = 0 and the rope columns of K = 0 (V is K's first 512 columns: K itself cannot
@@ -89,8 +99,7 @@ static inline void tk_vattn_special_data(const vattn_args *a, const int32_t *ind
 #undef VATTN_SLOT_AT
 }
 
-/* A value of the dtype uniform in [-1, 1): the random call's Q and K entries. */
-typedef uint16_t (*tk_vattn_val_fn)(tk_rng *r, int fp16);
+/* A value of the dtype uniform in [-1, 1): the random call's default Q and K entries. */
 static inline uint16_t tk_vattn_unit_val(tk_rng *r, int fp16) { return tk_enc_trunc(tk_unit(r) * 2.0 - 1.0, fp16); }
 
 /* The slots of `used` keys: perm (num_slots entries) becomes a random permutation of the pool
@@ -148,14 +157,14 @@ typedef struct tk_vcall {
     uint8_t *vis;
     float *lse;
     size_t q_elems, kv_elems, o_elems, lse_elems;
-    void *ws;
+    void *ws; /* the caller's: the kit links no kernel library (kcap_gen_snap dlopens one) */
     size_t ws_bytes;
 } tk_vcall;
 
 /* Builds case c with draws from r: ragged prefixes, a shuffled pool 1.5x the keys used, both
  * index widths, strided q / o with NaN in every gap and unused pool row, the explicit
  * [bs][q_len][q_len] visibility matrix in B->vis whatever c->vis (a->visibility is NULL only
- * for TK_VIS_CAUSAL_NULL), o / lse between guard bytes, a workspace of the library's size. */
+ * for TK_VIS_CAUSAL_NULL), o / lse between guard bytes. */
 static inline void tk_vcall_build(const tk_vcase *c, tk_rng *r, tk_vcall *B)
 {
     memset(B, 0, sizeof *B);
@@ -177,19 +186,33 @@ static inline void tk_vcall_build(const tk_vcase *c, tk_rng *r, tk_vcall *B)
     B->indptr = malloc(sizeof(int32_t) * (c->bs + 1));
     B->indptr[0] = 0;
     for (int b = 0; b < c->bs; b++) {
-        int prefix = (b == 0 && c->zero_first) ? 0 : tk_int(r, c->max_prefix + 1);
-        B->indptr[b + 1] = B->indptr[b] + prefix + c->q_len;
+        const int64_t prefix = c->prefixes ? c->prefixes[b]
+                               : (b == 0 && c->zero_first) ? 0 : tk_int(r, c->max_prefix + 1);
+        B->indptr[b + 1] = B->indptr[b] + (int32_t)prefix + c->q_len;
     }
     const int total = B->indptr[c->bs];
     /* pool: 1.5x the keys used, random permutation, the unused rows hold NaN */
-    const int64_t num_slots = total + total / 2 + 3;
+    const int64_t num_slots = c->num_slots ? c->num_slots : total + total / 2 + 3;
     a->num_slots = num_slots;
     a->max_kv_len = 0;
+    for (int b = 0; b < c->bs && c->pass_max_kv; b++)
+        if (B->indptr[b + 1] - B->indptr[b] > a->max_kv_len)
+            a->max_kv_len = B->indptr[b + 1] - B->indptr[b];
     int64_t *perm = malloc(sizeof(int64_t) * num_slots);
     B->indices = tk_vattn_indices(r, c->idx64, total, num_slots, perm);
-    B->kv = tk_vattn_pool(r, a, perm, total, tk_vattn_unit_val, &B->kv_elems);
+    const int64_t prefix0 = B->indptr[1] - c->q_len;
+    for (int b = 1; b < c->bs && c->share_prefix; b++)
+        for (int64_t pos = 0; pos < B->indptr[b + 1] - B->indptr[b] - c->q_len && pos < prefix0; pos++) {
+            perm[B->indptr[b] + pos] = perm[pos]; /* request 0's slot at the same position */
+            if (c->idx64)
+                ((int64_t *)B->indices)[B->indptr[b] + pos] = perm[pos];
+            else
+                ((int32_t *)B->indices)[B->indptr[b] + pos] = (int32_t)perm[pos];
+        }
+    tk_vattn_val_fn val = c->val ? c->val : tk_vattn_unit_val;
+    B->kv = tk_vattn_pool(r, a, perm, total, val, &B->kv_elems);
     free(perm);
-    B->q = tk_vattn_q(r, a, T, tk_vattn_unit_val, &B->q_elems);
+    B->q = tk_vattn_q(r, a, T, val, &B->q_elems);
 
     /* visibility: explicit matrix for every mode (the test's reference always reads it) */
     const int ql = c->q_len;
@@ -237,10 +260,9 @@ static inline void tk_vcall_build(const tk_vcase *c, tk_rng *r, tk_vcall *B)
     a->kv_indices = B->indices;
     a->o = B->o;
     a->lse = c->no_lse ? NULL : B->lse;
-    B->ws_bytes = vattn_workspace_size(a);
-    B->ws = aligned_alloc(64, B->ws_bytes ? (B->ws_bytes + 63) / 64 * 64 : 64);
 }
 
+/* Frees what tk_vcall_build allocated, and ws when the caller set it. */
 static inline void tk_vcall_free(tk_vcall *B)
 {
     free(B->q);

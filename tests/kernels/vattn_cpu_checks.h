@@ -136,7 +136,7 @@ static void run_validation_table(const vcase *tab, size_t n, int idx64, int ext)
         c.idx64 = idx64;
         g_rng = (ext ? 0x7654321 : 0x1234567) + k;
         tk_vcall B;
-        tk_vcall_build(&c, &g_rng, &B);
+        vcall_build(&c, &B);
         void *ws_orig = B.ws;
         vattn_ext_host X;
         memset(&X, 0, sizeof X);
@@ -218,7 +218,7 @@ static void run_perturbed(void)
     tk_vcase c = cases[2]; /* bs 2, q 16, H 16 */
     g_rng = 99;
     tk_vcall B;
-    tk_vcall_build(&c, &g_rng, &B);
+    vcall_build(&c, &B);
     vattn_ext_host X;
     vattn_ext_from_verify(&B.a, B.indptr, B.indices, B.vis, B.kv, B.kv_elems, 8, &X);
     uint16_t *o0 = malloc(B.o_elems * 2);

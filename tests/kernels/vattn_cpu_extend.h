@@ -18,7 +18,7 @@ static void run_extend_case(const tk_vcase *c, uint64_t seed, int kext_gap)
 {
     g_rng = seed;
     tk_vcall B;
-    tk_vcall_build(c, &g_rng, &B);
+    vcall_build(c, &B);
     const int T = c->bs * c->q_len;
     double *ref_o = malloc(sizeof(double) * T * c->heads * DV), *ref_lse = malloc(sizeof(double) * T * c->heads);
     uint16_t *o_v = malloc(B.o_elems * 2);

@@ -9,6 +9,8 @@
  * does), int32 and int64 indices, causal and tree visibility, strided q/o, padded pool
  * rows, a missing lse. Case i of seed s is a pure function of (s, i, size), whatever the
  * library, so the same arguments against two libraries give snapshots with equal inputs.
+ * The shape is drawn here; the call itself is the test kit's (tests/testkit_vattn.h), the
+ * one the kernel tests build.
  *
  * usage: kcap_gen_snap --lib LIB.so --out DIR [--count N] [--seed S] [--size small|large]
  *                      [--prefix NAME]
@@ -29,199 +31,62 @@
 #include "kcap_kernlib.h"
 #include "kcap_snapshot.h"
 #include "verify_attn.h"
+#include "../testkit_vattn.h"
 
-/* ---- deterministic RNG (xorshift64*) ---- */
-static uint64_t rng_next(uint64_t *s)
-{
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 0x2545f4914f6cdd1dull;
-}
-static int64_t rng_int(uint64_t *s, int64_t lo, int64_t hi) /* inclusive */
-{
-    return lo + (int64_t)(rng_next(s) % (uint64_t)(hi - lo + 1));
-}
-static float rng_nonzero(uint64_t *s) /* uniform in [-1, 1], |v| >= 1/64 */
-{
-    for (;;) {
-        float v = (float)((double)(rng_next(s) >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-        if (fabsf(v) >= 1.0f / 64)
-            return v;
-    }
-}
+/* ---- one random case: the shape drawn here, the call built by the test kit ---- */
 
-static uint16_t f32_to_bf16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    x += 0x7fffu + ((x >> 16) & 1u);
-    return (uint16_t)(x >> 16);
-}
-static uint16_t f32_to_f16(float f) /* |f| <= 1 here: normal or subnormal range only */
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-    float a = fabsf(f);
-    if (a < ldexpf(1.0f, -14)) /* subnormal half */
-        return sign | (uint16_t)lrintf(a * ldexpf(1.0f, 24));
-    int e;
-    float m = frexpf(a, &e); /* a = m * 2^e, m in [0.5, 1) */
-    int mant = (int)lrintf((m * 2.0f - 1.0f) * 1024.0f);
-    int he = e - 1 + 15;
-    if (mant == 1024) {
-        mant = 0;
-        he++;
-    }
-    return sign | (uint16_t)(he << 10) | (uint16_t)mant;
-}
+#define GEN_MIN_ABS (1.0 / 64) /* inputs never 0 (nor tiny), so no score is trivially 0 */
+#define GEN_SCALE_ALT 0.041666668f /* 1/sqrt(576), the other scale a server may pass */
+#define GEN_ROW_PAD 64 /* extra elements of a padded row (a multiple of 8: 16-byte alignment) */
 
-/* ---- one random case ---- */
+static uint16_t gen_val(tk_rng *r, int fp16) { return tk_enc_trunc(tk_nonzero(r, GEN_MIN_ABS), fp16); }
 
-typedef struct gcase {
-    vattn_args a;          /* host pointers */
-    size_t q_elems, kv_elems, o_elems, idx_bytes, vis_bytes;
-    uint16_t *q, *kv, *o;
-    int32_t *indptr;
-    void *indices;
-    uint8_t *vis;
-    float *lse;
-} gcase;
-
-static void gcase_free(gcase *g)
+/* Case i of seed: a pure function of (seed, i, large). The shape draws (bs, q_len, heads,
+ * scale, prefixes, pool size) come first, in the order the snapshots' shapes were always drawn
+ * in, so `--size large` keeps the benchmark's shapes; tk_vcall_build draws the rest. */
+static int make_case(uint64_t seed, int i, int large, tk_vcall *g)
 {
-    free(g->q);
-    free(g->kv);
-    free(g->o);
-    free(g->indptr);
-    free(g->indices);
-    free(g->vis);
-    free(g->lse);
-}
-
-static int make_case(uint64_t seed, int i, int large, gcase *g)
-{
-    memset(g, 0, sizeof *g);
-    uint64_t s = seed * 0x9e3779b97f4a7c15ull + (uint64_t)i * 0xbf58476d1ce4e5b9ull + 1;
-    for (int k = 0; k < 4; k++)
-        rng_next(&s);
-    vattn_args *a = &g->a;
-    a->struct_size = sizeof *a;
-    a->dtype = (!large && i % 7 == 6) ? VATTN_DTYPE_FP16 : VATTN_DTYPE_BF16;
-    a->index_type = i % 2 ? VATTN_INDEX_INT64 : VATTN_INDEX_INT32;
+    tk_rng s = seed * 0x9e3779b97f4a7c15ull + (uint64_t)i * 0xbf58476d1ce4e5b9ull + 1;
+    for (int k = 0; k < 4; k++) /* decorrelate neighbouring seeds */
+        tk_next(&s);
     static const int ql_small[] = {1, 2, 3, 4, 5, 8}, h_small[] = {1, 2, 4, 8, 16};
     static const int ql_large[] = {4, 8}, h_large[] = {16, 16, 32, 64};
-    a->bs = (int)(large ? rng_int(&s, 1, 8) : rng_int(&s, 1, 4));
-    a->q_len = large ? ql_large[rng_int(&s, 0, 1)] : ql_small[rng_int(&s, 0, 5)];
-    a->num_heads = large ? h_large[rng_int(&s, 0, 3)] : h_small[rng_int(&s, 0, 4)];
-    a->sm_scale = rng_int(&s, 0, 1) ? 0.0625f : 1.0f / sqrtf(576.0f);
-    const int bs = a->bs, ql = a->q_len, H = a->num_heads;
-    const int64_t T = (int64_t)bs * ql;
-
+    const int strided = i % 4 == 1; /* every 4th case strided q/o views */
+    tk_vcase c = {
+        .name = "gen",
+        .fp16 = !large && i % 7 == 6,
+        .idx64 = i % 2,
+        .vis = i % 3 != 0 ? TK_VIS_TREE : TK_VIS_CAUSAL_NULL, /* tree in 2 of 3 cases */
+        .no_lse = i % 6 == 5,
+        .q_gap_h = strided ? GEN_ROW_PAD : 0,
+        .q_gap_t = strided ? GEN_ROW_PAD + 32 : 0,
+        .o_gap_h = strided ? GEN_ROW_PAD : 0,
+        .o_gap_t = strided ? GEN_ROW_PAD + 48 : 0,
+        .kv_stride = i % 3 == 2 ? VATTN_HEAD_DIM_QK + GEN_ROW_PAD : 0, /* every 3rd a padded pool row */
+        .share_prefix = i % 5 == 3, /* as a radix cache shares a common prompt */
+        .pass_max_kv = i % 3 != 0,
+        .val = gen_val,
+    };
+    /* draws in statements: the order of evaluation inside an initializer is unspecified */
+    c.bs = (int)(large ? tk_range(&s, 1, 8) : tk_range(&s, 1, 4));
+    c.q_len = large ? ql_large[tk_range(&s, 0, 1)] : ql_small[tk_range(&s, 0, 5)];
+    c.heads = large ? h_large[tk_range(&s, 0, 3)] : h_small[tk_range(&s, 0, 4)];
+    c.sm_scale = tk_range(&s, 0, 1) ? TK_VCASE_SCALE : GEN_SCALE_ALT;
     /* ragged prefixes; every even case starts with an empty prefix */
-    g->indptr = malloc(sizeof(int32_t) * (size_t)(bs + 1));
-    int64_t *prefix = malloc(sizeof(int64_t) * (size_t)bs);
-    if (!g->indptr || !prefix)
+    int64_t *prefix = malloc(sizeof(int64_t) * (size_t)c.bs), nnz = 0;
+    if (!prefix)
         return -1;
-    g->indptr[0] = 0;
-    int64_t maxkv = 0;
-    for (int b = 0; b < bs; b++) {
-        prefix[b] = large ? rng_int(&s, 500, 6000) : rng_int(&s, 0, 200);
+    for (int b = 0; b < c.bs; b++) {
+        prefix[b] = large ? tk_range(&s, 500, 6000) : tk_range(&s, 0, 200);
         if (b == 0 && i % 2 == 0)
             prefix[b] = 0;
-        g->indptr[b + 1] = g->indptr[b] + (int32_t)(prefix[b] + ql);
-        if (prefix[b] + ql > maxkv)
-            maxkv = prefix[b] + ql;
+        nnz += prefix[b] + c.q_len;
     }
-    const int64_t nnz = g->indptr[bs];
-    a->num_slots = nnz * (large ? 2 : rng_int(&s, 1, 3)) + rng_int(&s, 0, 64);
-    a->max_kv_len = i % 3 == 0 ? 0 : maxkv;
-
-    /* slots: a random permutation of the pool, prefix slots of request 0 shared by the
-     * other requests in every 5th case (as a radix cache shares a common prompt) */
-    int64_t *perm = malloc(sizeof(int64_t) * (size_t)a->num_slots);
-    if (!perm)
-        return -1;
-    for (int64_t k = 0; k < a->num_slots; k++)
-        perm[k] = k;
-    for (int64_t k = a->num_slots - 1; k > 0; k--) {
-        int64_t j = rng_int(&s, 0, k), t = perm[k];
-        perm[k] = perm[j];
-        perm[j] = t;
-    }
-    g->idx_bytes = (size_t)nnz * (a->index_type ? 8 : 4);
-    g->indices = malloc(g->idx_bytes ? g->idx_bytes : 8);
-    if (!g->indices)
-        return -1;
-    for (int b = 0; b < bs; b++)
-        for (int64_t k = g->indptr[b]; k < g->indptr[b + 1]; k++) {
-            int64_t slot = perm[k];
-            int64_t pos = k - g->indptr[b];
-            if (i % 5 == 3 && b > 0 && pos < prefix[b] && pos < prefix[0])
-                slot = perm[pos]; /* request 0's slot at the same position */
-            if (a->index_type)
-                ((int64_t *)g->indices)[k] = slot;
-            else
-                ((int32_t *)g->indices)[k] = (int32_t)slot;
-        }
-    free(perm);
+    c.prefixes = prefix;
+    c.num_slots = nnz * (large ? 2 : tk_range(&s, 1, 3)) + tk_range(&s, 0, 64);
+    tk_vcall_build(&c, &s, g);
     free(prefix);
-
-    /* strides: every 4th case strided q/o views, every 3rd a padded pool row (multiples of
-     * 8 elements keep the 16-byte alignment the CUDA path needs) */
-    int strided = i % 4 == 1;
-    a->q_stride_h = strided ? 576 + 64 : 576;
-    a->q_stride_t = strided ? H * a->q_stride_h + 32 : H * a->q_stride_h;
-    a->o_stride_h = strided ? 512 + 64 : 512;
-    a->o_stride_t = strided ? H * a->o_stride_h + 48 : H * a->o_stride_h;
-    a->kv_stride = i % 3 == 2 ? 576 + 64 : 576;
-
-    g->q_elems = (size_t)((T - 1) * a->q_stride_t + (H - 1) * a->q_stride_h + 576);
-    g->kv_elems = (size_t)(a->num_slots * a->kv_stride);
-    g->o_elems = (size_t)((T - 1) * a->o_stride_t + (H - 1) * a->o_stride_h + 512);
-    g->q = malloc(g->q_elems * 2);
-    g->kv = malloc(g->kv_elems * 2);
-    g->o = malloc(g->o_elems * 2);
-    if (!g->q || !g->kv || !g->o)
-        return -1;
-    uint16_t (*conv)(float) = a->dtype == VATTN_DTYPE_FP16 ? f32_to_f16 : f32_to_bf16;
-    for (size_t k = 0; k < g->q_elems; k++)
-        g->q[k] = conv(rng_nonzero(&s));
-    for (size_t k = 0; k < g->kv_elems; k++)
-        g->kv[k] = conv(rng_nonzero(&s));
-    memset(g->o, 0xff, g->o_elems * 2); /* NaN poison, gaps included */
-
-    /* tree visibility in 2 of 3 cases: draft j visible to draft i iff j is i or one of its
-     * ancestors in a random tree (parent[j] < j) */
-    if (i % 3 != 0) {
-        g->vis_bytes = (size_t)bs * ql * ql;
-        g->vis = calloc(g->vis_bytes, 1);
-        int *parent = malloc(sizeof(int) * (size_t)ql);
-        if (!g->vis || !parent)
-            return -1;
-        for (int b = 0; b < bs; b++) {
-            for (int j = 0; j < ql; j++)
-                parent[j] = j ? (int)rng_int(&s, 0, j - 1) : -1;
-            for (int qi = 0; qi < ql; qi++)
-                for (int j = qi; j >= 0; j = parent[j])
-                    g->vis[((size_t)b * ql + qi) * ql + j] = 1;
-        }
-        free(parent);
-    }
-    if (i % 6 != 5) {
-        g->lse = malloc(sizeof(float) * (size_t)(T * H));
-        if (!g->lse)
-            return -1;
-        memset(g->lse, 0xff, sizeof(float) * (size_t)(T * H));
-    }
-    a->q = g->q;
-    a->kv_cache = g->kv;
-    a->kv_indptr = g->indptr;
-    a->kv_indices = g->indices;
-    a->visibility = g->vis;
-    a->o = g->o;
-    a->lse = g->lse;
+    tk_vcall_poison(g);
     return 0;
 }
 
@@ -243,24 +108,24 @@ static void *dup_dev(const kcap_mem_ops *m, const void *src, size_t n, void **sl
     return d;
 }
 
-static int to_device(const gcase *g, const kcap_mem_ops *m, dcase *d)
+static int to_device(const tk_vcall *g, const kcap_mem_ops *m, dcase *d)
 {
     memset(d, 0, sizeof *d);
     d->a = g->a;
     d->a.q = dup_dev(m, g->q, g->q_elems * 2, &d->p[0]);
     d->a.kv_cache = dup_dev(m, g->kv, g->kv_elems * 2, &d->p[1]);
     d->a.kv_indptr = dup_dev(m, g->indptr, sizeof(int32_t) * (size_t)(g->a.bs + 1), &d->p[2]);
-    d->a.kv_indices = dup_dev(m, g->indices, g->idx_bytes, &d->p[3]);
+    d->a.kv_indices = dup_dev(m, g->indices, (size_t)g->indptr[g->a.bs] * (g->a.index_type ? 8 : 4), &d->p[3]);
     d->a.o = dup_dev(m, g->o, g->o_elems * 2, &d->p[4]);
-    if (g->vis)
-        d->a.visibility = dup_dev(m, g->vis, g->vis_bytes, &d->p[5]);
-    if (g->lse)
+    if (g->a.visibility)
+        d->a.visibility = dup_dev(m, g->vis, (size_t)g->a.bs * g->a.q_len * g->a.q_len, &d->p[5]);
+    if (g->a.lse)
         d->a.lse = dup_dev(m, g->lse, sizeof(float) * (size_t)g->a.bs * g->a.q_len *
                                           g->a.num_heads, &d->p[6]);
     for (int k = 0; k < 5; k++)
         if (!d->p[k])
             return -1;
-    return (g->vis && !d->p[5]) || (g->lse && !d->p[6]) ? -1 : 0;
+    return (g->a.visibility && !d->p[5]) || (g->a.lse && !d->p[6]) ? -1 : 0;
 }
 
 static void dcase_free(dcase *d, const kcap_mem_ops *m)
@@ -348,7 +213,7 @@ int main(int argc, char **argv)
     }
     const kcap_mem_ops *mem = dev ? kcap_dev_mem_ops(dev) : kcap_host_mem_ops();
     for (int i = 0; i < count; i++) {
-        gcase g;
+        tk_vcall g;
         dcase d;
         int have_d = 0;
         int bad = make_case(seed, i, large, &g);
@@ -357,7 +222,7 @@ int main(int argc, char **argv)
         int ok = 0;
         if (!snap || bad) {
             fprintf(stderr, "kcap_gen_snap: out of memory (case %d)\n", i);
-            gcase_free(&g);
+            tk_vcall_free(&g);
             kcap_snapshot_free(snap);
             goto out;
         }
@@ -404,15 +269,15 @@ int main(int argc, char **argv)
         }
         printf("%s bs=%d q_len=%d heads=%d kv=%d slots=%lld %s %s%s%s\n", path, g.a.bs,
                g.a.q_len, g.a.num_heads, g.indptr[g.a.bs], (long long)g.a.num_slots,
-               g.a.index_type ? "int64" : "int32", g.vis ? "tree" : "causal",
-               g.a.q_stride_h != 576 ? " strided" : "", g.lse ? "" : " no-lse");
+               g.a.index_type ? "int64" : "int32", g.a.visibility ? "tree" : "causal",
+               g.a.q_stride_h != VATTN_HEAD_DIM_QK ? " strided" : "", g.a.lse ? "" : " no-lse");
         ok = 1;
     case_done:
         if (ws)
             mem->release(mem->ctx, ws);
         if (have_d)
             dcase_free(&d, mem);
-        gcase_free(&g);
+        tk_vcall_free(&g);
         kcap_snapshot_free(snap);
         if (!ok)
             goto out;

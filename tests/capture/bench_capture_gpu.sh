@@ -5,20 +5,17 @@
 # bytes; host-thread time per call; device memory kcap took; back-to-back replays for ~1 s
 # armed (snapshots reaching the disk, drops). The serving-sized shape first, then the
 # long-context shapes (one snapshot = hundreds of MB; reps spaced so each one is captured).
-B=${KCAP_BUILD:-build}
-GPY=${GPU_PYTHON:-python3}
-D=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
 run() { # label shape-args...
     local label=$1; shift
-    local C="$GPY tests/capture/gpu_client.py --lib $B/lib/libverify_attn.so --mode bench $*"
+    local C="$GPY tests/capture/gpu_client.py --lib $CUDALIB --mode bench $*"
     echo "[$label] base:    $($C)"
-    echo "[$label] dormant: $(env KCAP_DIR=$D/d KCAP_DORMANT=1 LD_PRELOAD=$B/lib/libkcap.so $C 2>$D/d.err)"; cat $D/d.err
-    echo "[$label] armed:   $(env KCAP_DIR=$D/a KCAP_QUEUE_BYTES=8G KCAP_THREADS=8 KCAP_LOG=info LD_PRELOAD=$B/lib/libkcap.so $C 2>$D/a.err)"; cat $D/a.err
-    echo "[$label] armed snapshots written: $(ls $D/a | wc -l) files, $(du -sh $D/a | cut -f1)"
-    rm -rf "$D/a" "$D/d"
+    echo "[$label] dormant: $(with_kcap KCAP_DIR=$T/d KCAP_DORMANT=1 -- $C 2>$T/d.err)"; cat $T/d.err
+    echo "[$label] armed:   $(with_kcap KCAP_DIR=$T/a KCAP_QUEUE_BYTES=8G KCAP_THREADS=8 KCAP_LOG=info -- $C 2>$T/a.err)"; cat $T/a.err
+    echo "[$label] armed snapshots written: $(ls $T/a | wc -l) files, $(du -sh $T/a | cut -f1)"
+    rm -rf "$T/a" "$T/d"
 }
 run "8,8,16,4096" --big -n ${N:-40}
 for shape in ${KCAP_BENCH_LONG:-1,16,16,185000 8,16,4,32768}; do
     run "$shape" --shape "$shape" -n ${NL:-8} --gap 0.5 --burst 0.3
 done
-rm -rf "$D"

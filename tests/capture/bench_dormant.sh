@@ -2,13 +2,13 @@
 # bench_dormant.sh — dormant overhead of libkcap.so per call, both bindings (dynamic linker
 # and dlopen+dlsym), against no preload, over libvattn_null.so (returns at once). Prints
 # ns/call and the difference; docs/PERF.md, Capture records the figures. Target <= 20 ns.
-B=${KCAP_BUILD:-build}
-D=$B/tests/capture
+. "$(dirname "$0")/lib.sh"
+BENCH=$ROOT/$B/tests/capture/bench_dormant
+need "$BENCH" "$NULLLIB" "$LIBKCAP"
 N=${N:-20000000}
-base=$("$D/bench_dormant" "$N" "$D/libvattn_null.so") || exit 1
-dorm=$(env KCAP_DIR="$(mktemp -d)" KCAP_DORMANT=1 LD_PRELOAD="$B/lib/libkcap.so" \
-       "$D/bench_dormant" "$N" "$D/libvattn_null.so") || exit 1
-off=$(env -u KCAP_DIR KCAP_LOG=quiet LD_PRELOAD="$B/lib/libkcap.so" "$D/bench_dormant" "$N" "$D/libvattn_null.so") || exit 1
+base=$("$BENCH" "$N" "$NULLLIB") || exit 1
+dorm=$(with_kcap KCAP_DIR="$T/d" KCAP_DORMANT=1 -- "$BENCH" "$N" "$NULLLIB") || exit 1
+off=$(env -u KCAP_DIR KCAP_LOG=quiet LD_PRELOAD="$PRELOAD" "$BENCH" "$N" "$NULLLIB") || exit 1
 echo "no preload:        $base"
 echo "libkcap dormant:   $dorm"
 echo "libkcap no config: $off"

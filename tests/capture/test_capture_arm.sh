@@ -6,7 +6,8 @@
 . "$(dirname "$0")/lib.sh"
 need "$LIBKCAP" "$CLIENT" "$SNAPCMP" "$KCAP"
 
- env KCAP_DIR="$T/snaps" KCAP_DORMANT=1 LD_PRELOAD="$PRELOAD" "$CLIENT" --calls 1 --seed 31 --until "$T/stop" \
+# env, not with_kcap: $! must be the client's own pid (a function in the background is a subshell)
+env KCAP_DIR="$T/snaps" KCAP_DORMANT=1 LD_PRELOAD="$PRELOAD" "$CLIENT" --calls 1 --seed 31 --until "$T/stop" \
     --quiet 2>"$T/err" &
 pid=$!
 wait_for() { # wait_for N: until N snapshots exist (10 s at most)

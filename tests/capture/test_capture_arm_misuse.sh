@@ -19,18 +19,18 @@ expect_refusal() {
     [ $rc = 1 ] && grep -q "$pat" "$T/$name.out" && ok "$name: exit 1, $(head -c 110 "$T/$name.out" | tr '\n' ' ')" ||
         { cat "$T/$name.out"; fail "$name (rc $rc)"; }
 }
-start_client() { # start_client DIR ENV...: a calling client under libkcap, pid in $cpid
+start_client() { # start_client DIR ENV...: a calling client under libkcap, KCAP_DIR=DIR, pid in $cpid
     local d=$1; shift
-    env "$@" LD_PRELOAD="$PRELOAD" "$CLIENT" --calls 1 --seed 111 --quiet --until "$T/stop" 2>>"$T/clients.err" &
+    env KCAP_DIR="$d" "$@" LD_PRELOAD="$PRELOAD" "$CLIENT" --calls 1 --seed 111 --quiet --until "$T/stop" 2>>"$T/clients.err" &
     cpid=$!
     sleep 0.4
 }
 
 # not dormant
-start_client "$T/active" KCAP_DIR="$T/active" KCAP_MAX=1
+start_client "$T/active" KCAP_MAX=1
 expect_refusal not-dormant $cpid "not started dormant"; p1=$cpid
 # capture off (bad value), dormant: the target answers with the reason
-start_client "$T/off" KCAP_DIR="$T/off" KCAP_DORMANT=1 KCAP_EVERY=0
+start_client "$T/off" KCAP_DORMANT=1 KCAP_EVERY=0
 expect_refusal capture-off $cpid "capture is off"; p2=$cpid
 [ "$(controls "$T/off")" = 0 ] || fail "capture-off: control files left"
 # relative KCAP_DIR
@@ -40,7 +40,7 @@ p3=$!; sleep 0.4
 expect_refusal relative-dir $p3 "relative KCAP_DIR"
 # shared directory
 mkdir -p "$T/shared" && chmod 1777 "$T/shared"
-start_client "$T/shared" KCAP_DIR="$T/shared" KCAP_DORMANT=1; p4=$cpid
+start_client "$T/shared" KCAP_DORMANT=1; p4=$cpid
 expect_refusal shared-dir $p4 "writable by other users"
 # no answer: a dormant process that never calls the kernel
 env KCAP_DIR="$T/idle" KCAP_DORMANT=1 LD_PRELOAD="$PRELOAD" sleep 30 & p5=$!
@@ -56,7 +56,7 @@ else
 fi
 
 # a dormant target in a private directory: what it must refuse, then what it must obey
-start_client "$T/d" KCAP_DIR="$T/d" KCAP_DORMANT=1; pd=$cpid
+start_client "$T/d" KCAP_DORMANT=1; pd=$cpid
 ctl="$T/d/.kcap-arm-$pd"
 start=$(awk '{sub(/.*\) /, ""); print $20}' /proc/$pd/stat)
 mkfifo "$ctl" && exec 5<>"$ctl" && exec 5>&-   # a FIFO at the name, "closed after write"
@@ -80,8 +80,8 @@ for _ in $(seq 100); do [ "$(count_h5 "$T/d")" -ge 2 ] && break; sleep 0.05; don
 [ "$(count_h5 "$T/d")" = 2 ] && [ "$(controls "$T/d")" = 0 ] && ok "2 snapshots, no control file left" || fail "after arm: $(count_h5 "$T/d") snapshots, $(controls "$T/d") control files"
 
 # kcap-sglang.sh arm: only processes with the kernel library, in parallel, truthful
-start_client "$T/g" KCAP_DIR="$T/g" KCAP_DORMANT=1; g1=$cpid
-start_client "$T/g" KCAP_DIR="$T/g" KCAP_DORMANT=1; g2=$cpid
+start_client "$T/g" KCAP_DORMANT=1; g1=$cpid
+start_client "$T/g" KCAP_DORMANT=1; g2=$cpid
 mkdir -p -m 700 "$T/g"
 env KCAP_DIR="$T/g" KCAP_DORMANT=1 LD_PRELOAD="$PRELOAD" sleep 30 & g3=$!
 sleep 0.3

@@ -6,8 +6,6 @@
 # with their prefix columns), the host's results byte-identical with and without libkcap,
 # and `kcap replay` bitwise on the CPU library while the perturbed build is caught.
 . "$(dirname "$0")/lib.sh"
-CPU=$ROOT/$B/lib/libverify_attn_cpu.so
-PERT=$ROOT/$B/tests/libverify_attn_cpu_perturbed.so
 need "$LIBKCAP" "$CLIENT" "$KCAP" "$CPU"
 
 mkdir -p "$T/ref" "$T/cap"

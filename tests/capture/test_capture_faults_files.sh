@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # test_capture_faults_files.sh — no snapshot is ever silently lost:
 #  - PID reuse: two runs as PID 1 of a fresh PID namespace (a container restart) keep both
-#    runs' files (the run id in the name); old tree: the second run overwrote the first. With
+#    runs' files (the run id in the name); before the fix: the second run overwrote the first. With
 #    the same KCAP_RUN_ID twice, the second run takes the next suffix instead of replacing.
 #  - kill -9 / SIGTERM while big snapshots are written: no visible corrupt file ever
 #    (`kcap check` on all of them), and the temp files of the dead processes are removed
 #    at the next start in that directory (a live process's temp file is left alone).
 #  - a tiny filesystem filled up: capture pauses (host unaffected), and once space is freed
-#    it resumes by itself (old tree: three failures switched capture off for good).
+#    it resumes by itself (before the fix: three failures switched capture off for good).
 #  - a KCAP_DIR others can write (1777): refused with one line, nothing captured.
 . "$(dirname "$0")/lib.sh"
 need "$LIBKCAP" "$CLIENT" "$KCAP"

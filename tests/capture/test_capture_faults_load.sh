@@ -2,10 +2,10 @@
 # test_capture_faults_load.sh — bounded memory and fork under load:
 #  - 32 threads, each starting with a ~4.6 MB snapshot, under KCAP_QUEUE_BYTES=30M: the
 #    host's peak RSS under capture stays <= bare + cap + 64 MiB (the cap bounds queue, copies
-#    being made and writer buffers; old tree: every thread copied its whole snapshot before
+#    being made and writer buffers; before the fix: every thread copied its whole snapshot before
 #    the queue refused it, about +150 MB here).
 #  - fork while a ~35 MB snapshot is being written (slowly: zstd 9, one thread): fork does not wait for the write
-#    (measured; the test's bound is loose, 200 ms, against the old tree's full-write wait —
+#    (measured; the test's bound is loose, 200 ms, against the full-write wait before the fix —
 #    the figure of the final run is in docs/RELIABILITY.md), and the child still captures.
 . "$(dirname "$0")/lib.sh"
 need "$LIBKCAP" "$CLIENT"

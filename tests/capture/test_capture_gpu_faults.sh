@@ -12,8 +12,9 @@ need_gpu_client
 for mode in async sync; do
     D=$T/kill-$mode
     for delay in 3 6; do
-        with_kcap KCAP_DIR="$D" KCAP_GPU_MODE=$mode -- $C --mode long --shape 8,16,4,32768 -n 3 --replays 3 \
-            >/dev/null 2>&1 &
+        # env, not with_kcap: $! must be the client itself, not a subshell around it
+        env KCAP_DIR="$D" KCAP_GPU_MODE=$mode LD_PRELOAD="$PRELOAD" $C --mode long --shape 8,16,4,32768 -n 3 \
+            --replays 3 >/dev/null 2>&1 &
         pid=$!
         sleep $delay
         kill -9 $pid 2>/dev/null

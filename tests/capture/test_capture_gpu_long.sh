@@ -12,7 +12,7 @@ SHAPES=${KCAP_LONG_SHAPES:-"1,16,16,185000 8,16,4,32768 4,16,16,8192 2,16,8,1200
 TABLE=$T/table
 printf '%-18s %-6s %-10s %-9s %-8s %s\n' "(bs,H,q_len,prefix)" mode snapshots bitwise replay "snapshot MB" >"$TABLE"
 
-replay_bitwise() { # DIR: every snapshot replays bitwise against its captured output
+replay_bitwise() { # DIR N: DIR holds N snapshots, each replays bitwise against its captured output
     "$KCAP" replay "$1" --kernel "$CUDALIB" --json "$T/r.json" >"$T/r.out" 2>&1 || { cat "$T/r.out"; return 1; }
     "$PY" - "$T/r.json" "$2" <<'PYEOF'
 import json, sys

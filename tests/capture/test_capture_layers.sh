@@ -4,9 +4,10 @@
 #
 # Each capture/ header has a layer (below); a file may include capture/ headers of its own
 # layer or lower only (a .c file is at the layer of its own header; the CLI commands
-# kcap_cmd_*.c sit above everything), and the include graph of capture/ has no cycle. Fails naming the file and the include that breaks the rule.
-set -uo pipefail
-cd "$(dirname "$0")/../.."
+# kcap_cmd_*.c sit above everything), and the include graph of capture/ has no
+# cycle. Fails naming the file and the include that breaks the rule.
+. "$(dirname "$0")/../lib.sh"
+set -o pipefail
 declare -A LAYER=(
   [kcap_slot.h]=0 [kcap_config.h]=0 [kcap_log.h]=0 [kcap_budget.h]=0 [kcap_ring.h]=0
   [kcap_names.h]=0 [kcap_state.h]=0 [kcap_tags.h]=0 [kcap_meta.h]=0 [kcap_stage_layout.h]=0
@@ -14,8 +15,6 @@ declare -A LAYER=(
   [kcap_callrec.h]=2 [kcap_capture.h]=2
   [kcap_interpose.h]=3
 )
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 own_layer() { # layer of a file: its header's, a .c file's own header's
   local b; b=$(basename "$1")
   case "$b" in
@@ -56,5 +55,4 @@ while read -r f; do
   n=$(wc -l < "$f")
   [ "$n" -le 650 ] || fail "$f has $n lines (650 at most: split it by purpose)"
 done < <(git ls-files '*.c' '*.h' '*.cu' '*.cuh' '*.py' '*.sh')
-[ $fails -eq 0 ] && echo "ok: capture/ calls only downward, no include cycle, no source over 650 lines"
-exit $((fails > 0))
+finish "ok: capture/ calls only downward, no include cycle, no source over 650 lines"

@@ -4,7 +4,6 @@
 # --tags); without libkcap the tag calls are no-ops; a malformed KCAP_TAGS is named and
 # leaves the host alone.
 . "$(dirname "$0")/lib.sh"
-CPU=$ROOT/$B/lib/libverify_attn_cpu.so
 need "$LIBKCAP" "$KCAP" "$CPU"
 X="$PY tests/capture/extend_ctypes.py $CPU --calls 8 --seed 9 --tag"
 

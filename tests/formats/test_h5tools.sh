@@ -3,31 +3,27 @@
 # tensors: h5dump (binary dump of every dataset) and Debian's python3-h5py (every dataset,
 # dtype attributes, root metadata) with HDF5_PLUGIN_PATH=build/plugins. Also shows the
 # plugin is what decodes: without it h5dump cannot read a compressed dataset.
-set -u
-B=${KCAP_BUILD:-build}
-PY=${PYTHON:-/usr/bin/python3}
-command -v h5dump >/dev/null || { echo "h5dump (hdf5-tools) not installed"; exit 77; }
-$PY -c 'import h5py, numpy' 2>/dev/null || { echo "python3-h5py not installed"; exit 77; }
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-mkdir "$work/dump"
-"$B/tests/formats/tool_mksnap" snap "$work/s.h5" "$work/dump" || { echo "FAIL: tool_mksnap"; exit 1; }
+. "$(dirname "$0")/../lib.sh"
+command -v h5dump >/dev/null || skip "h5dump (hdf5-tools) not installed"
+"$PY" -c 'import h5py, numpy' 2>/dev/null || skip "python3-h5py not installed"
+mkdir "$T/dump"
+"$B/tests/formats/tool_mksnap" snap "$T/s.h5" "$T/dump" || die "tool_mksnap"
 export HDF5_PLUGIN_PATH=$B/plugins
-fail=0
-for f in "$work"/dump/*.bin; do
+for f in "$T"/dump/*.bin; do
     b=$(basename "$f" .bin); ds="/${b%%_*}/${b#*_}"
-    if ! h5dump -d "$ds" -b LE -o "$work/h5dump.bin" "$work/s.h5" >/dev/null 2>"$work/err" ||
-       ! cmp -s "$f" "$work/h5dump.bin"; then
-        echo "FAIL: h5dump $ds differs from what was written"; cat "$work/err"; fail=1
+    if ! h5dump -d "$ds" -b LE -o "$T/h5dump.bin" "$T/s.h5" >/dev/null 2>"$T/err" ||
+       ! cmp -s "$f" "$T/h5dump.bin"; then
+        fail "h5dump $ds differs from what was written"; cat "$T/err"
     else
-        echo "ok: h5dump $ds ($(stat -c %s "$f") bytes bit-identical)"
+        ok "h5dump $ds ($(stat -c %s "$f") bytes bit-identical)"
     fi
 done
-if HDF5_PLUGIN_PATH=/nonexistent h5dump -d /inputs/kv_cache -b LE -o "$work/np.bin" "$work/s.h5" \
-       >/dev/null 2>&1 && cmp -s "$work/np.bin" "$work/dump/inputs_kv_cache.bin"; then
-    echo "FAIL: kv_cache decoded without the plugin: it is not compressed?"; fail=1
+if HDF5_PLUGIN_PATH=/nonexistent h5dump -d /inputs/kv_cache -b LE -o "$T/np.bin" "$T/s.h5" \
+       >/dev/null 2>&1 && cmp -s "$T/np.bin" "$T/dump/inputs_kv_cache.bin"; then
+    fail "kv_cache decoded without the plugin: it is not compressed?"
 fi
-h5dump -A "$work/s.h5" | grep -q 'dtype.*' || { echo "FAIL: h5dump -A"; fail=1; }
-$PY - "$work/s.h5" "$work/dump" <<'PYEOF' || fail=1
+h5dump -A "$T/s.h5" | grep -q 'dtype.*' || fail "h5dump -A"
+"$PY" - "$T/s.h5" "$T/dump" <<'PYEOF' || fail "h5py read the snapshot differently"
 import glob, os, sys
 import h5py, numpy as np
 path, dump = sys.argv[1], sys.argv[2]
@@ -51,5 +47,4 @@ with h5py.File(path, "r") as f:
     assert "kv_cache" in f["inputs"] and f["inputs"]["kv_cache"].id.get_create_plist().get_nfilters() == 2
 sys.exit(1 if bad else 0)
 PYEOF
-[ $fail -eq 0 ] && echo "h5tools ok"
-exit $fail
+finish "h5tools ok"

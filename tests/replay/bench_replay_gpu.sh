@@ -11,20 +11,13 @@
 #   run B: same again (page cache warm for the files, as in --watch)
 #   run C: --ref none (kernel only)
 # Then one --bench run for per-kernel figures. Figures go to stdout, logs to $BENCH_LOG if set.
-set -u
-B=${KCAP_BUILD:-build}
-KCAP=$B/bin/kcap
+. "$(dirname "$0")/../lib.sh"
 GEN=$B/tests/kcap_gen_snap
-CUDA=$B/lib/libverify_attn.so
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-    echo "no GPU: skipped"; exit 0
-fi
-T=$(mktemp -d "${TMPDIR:-/tmp}/kcap-replay-bench.XXXXXX")
-trap 'rm -rf "$T"' EXIT
+have_gpu || { echo "no GPU: skipped"; exit 0; }
 LOG=${BENCH_LOG:-$T}
 # BENCH_CORPUS=DIR keeps the corpus there (for further runs by hand); default: a temp dir
 C=${BENCH_CORPUS:-$T/corpus}
-"$GEN" --lib "$CUDA" --out "$C" --count 20 --seed 2026 --size large >"$LOG/corpus.txt" 2>&1 ||
+"$GEN" --lib "$CUDALIB" --out "$C" --count 20 --seed 2026 --size large >"$LOG/corpus.txt" 2>&1 ||
     { cat "$LOG/corpus.txt"; echo "corpus generation failed"; exit 1; }
 echo "corpus: $(ls "$C" | wc -l) files, $(du -sh "$C" | cut -f1) on disk"
 awk '{print "  " $0}' "$LOG/corpus.txt"
@@ -34,7 +27,7 @@ run() { # label args...
     shift
     local t0 t1 rc
     t0=$(date +%s.%N)
-    "$KCAP" replay "$C" --kernel "$CUDA" "$@" --json "$LOG/replay-$label.json" >"$LOG/replay-$label.txt" 2>&1
+    "$KCAP" replay "$C" --kernel "$CUDALIB" "$@" --json "$LOG/replay-$label.json" >"$LOG/replay-$label.txt" 2>&1
     rc=$?
     t1=$(date +%s.%N)
     printf '%-28s %7.3f s  exit %d  (%s)\n' "$label" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')" \
@@ -44,8 +37,6 @@ echo "wall time of kcap replay over the corpus (whole process):"
 run A-ref-gpu
 run B-ref-gpu-again
 run C-ref-none --ref none
-PY=${PYTHON:-/usr/bin/python3}
-[ -x "$PY" ] || PY=python3
 echo "where run A's time went (sum over cases, from its JSON phases_ms):"
 "$PY" - "$LOG/replay-A-ref-gpu.json" <<'PYEOF'
 import json, sys
@@ -60,7 +51,7 @@ print("  cases %.1f ms of a %.1f ms run (the rest: process start, library load, 
 for k, v in tot.items():
     print("  %-14s %8.1f ms" % (k, v))
 PYEOF
-"$KCAP" replay "$C" --kernel "$CUDA" --ref none --bench --iters 20 >"$LOG/replay-bench.txt" 2>&1
+"$KCAP" replay "$C" --kernel "$CUDALIB" --ref none --bench --iters 20 >"$LOG/replay-bench.txt" 2>&1
 echo "per-kernel figures (--bench, CUDA events, L2 flushed, median of 20):"
 cat "$LOG/replay-bench.txt"
 cat "$LOG/replay-A-ref-gpu.txt"

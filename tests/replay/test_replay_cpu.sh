@@ -15,31 +15,18 @@
 #      no GPU — each a clear error naming the library
 #   7  --watch picks up a replaced library (and survives a half-written one in between)
 #   8  kcap diff finds the planted difference and agrees a snapshot with itself
-# Finds its build through KCAP_BUILD (default build), Python through PYTHON.
-set -u
-B=${KCAP_BUILD:-build}
-PY=${PYTHON:-/usr/bin/python3}
-KCAP=$B/bin/kcap
+. "$(dirname "$0")/../lib.sh"
 GEN=$B/tests/kcap_gen_snap
-CPU=$B/lib/libverify_attn_cpu.so
-PERT=$B/tests/libverify_attn_cpu_perturbed.so
-for f in "$KCAP" "$GEN" "$CPU" "$PERT" "$B/tests/libvattn_stub_nosym.so"; do
-    [ -e "$f" ] || { echo "FAIL: $f not built (make all)"; exit 1; }
-done
-T=$(mktemp -d "${TMPDIR:-/tmp}/kcap-replay-test.XXXXXX")
-WPID=
-cleanup() { [ -n "$WPID" ] && kill "$WPID" 2>/dev/null; rm -rf "$T"; }
-trap cleanup EXIT
-nfail=0
-fail() { echo "FAIL: $*"; nfail=$((nfail + 1)); }
-ok() { echo "ok: $*"; }
+require "$KCAP" "$GEN" "$CPU" "$PERT" "$B/tests/libvattn_stub_nosym.so"
+WPID= # the --watch run, stopped at exit if the test ends before it does
+at_exit '[ -z "$WPID" ] || kill "$WPID" 2>/dev/null'
 expect_rc() { # want got what
     if [ "$2" -eq "$1" ]; then ok "$3 (exit $2)"; else fail "$3: exit $2, want $1"; fi
 }
 
 N=12
 "$GEN" --lib "$CPU" --out "$T/snaps" --count $N --seed 7 >"$T/gen.log" 2>&1 ||
-    { cat "$T/gen.log"; echo "FAIL: generator"; exit 1; }
+    { cat "$T/gen.log"; die "generator"; }
 n=$(ls "$T/snaps"/*.h5 | wc -l)
 [ "$n" -eq $N ] || fail "generator made $n snapshots, want $N"
 # the corpus must cover what the generator promises, or the later claims are weaker
@@ -223,7 +210,7 @@ WPID=
 expect_rc 1 $rc "watch exit status (last run: perturbed library)"
 grep -q "^1 case: 0 passed, 1 failed" "$T/watch.out" || fail "watch: third run did not catch the perturbed library"
 [ "$(grep -c '^change detected' "$T/watch.out")" -eq 2 ] || fail "watch: expected 2 change-detected lines"
-[ $nfail -eq 0 ] || { echo "--- watch output"; cat "$T/watch.out"; }
+[ $FAILS -eq 0 ] || { echo "--- watch output"; cat "$T/watch.out"; }
 
 # ---- 8: kcap diff ----------------------------------------------------------------------
 "$GEN" --lib "$PERT" --out "$T/pert-snaps" --count 2 --seed 7 >/dev/null 2>&1 || fail "generator (perturbed)"
@@ -269,8 +256,4 @@ rc=$?
 [ $rc -eq 1 ] && grep -q "num-slots-2e59.h5: rebuild vattn_verify: kv_cache: a pool of 576460752303423488 rows" "$T/hostile.out" ||
     { fail "replay of tests/replay/hostile: exit $rc (134 = heap corruption)"; cat "$T/hostile.out"; }
 
-if [ $nfail -ne 0 ]; then
-    echo "$nfail check(s) failed"
-    exit 1
-fi
-echo "all replay CPU checks passed"
+finish "all replay CPU checks passed"

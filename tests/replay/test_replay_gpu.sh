@@ -10,35 +10,20 @@
 #      (--ref gpu) and the CPU library (--ref cpu) agree within the bf16 tolerances;
 #   3  CPU-made snapshots replayed on the CUDA library pass vs captured and vs reference;
 #   4  --bench produces CUDA-event timings, GB/s, TFLOP/s and % of peak bandwidth.
-set -u
-B=${KCAP_BUILD:-build}
-PY=${PYTHON:-/usr/bin/python3}
-[ -x "$PY" ] || PY=python3
-KCAP=$B/bin/kcap
+. "$(dirname "$0")/../lib.sh"
 GEN=$B/tests/kcap_gen_snap
-CUDA=$B/lib/libverify_attn.so
-CPU=$B/lib/libverify_attn_cpu.so
-if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-    echo "no GPU: skipped"; exit 77
-fi
-for f in "$KCAP" "$GEN" "$CUDA" "$CPU"; do
-    [ -e "$f" ] || { echo "FAIL: $f not built"; exit 1; }
-done
-T=$(mktemp -d "${TMPDIR:-/tmp}/kcap-replay-gpu.XXXXXX")
-trap 'rm -rf "$T"' EXIT
-nfail=0
-fail() { echo "FAIL: $*"; nfail=$((nfail + 1)); }
-ok() { echo "ok: $*"; }
+have_gpu || skip "no GPU: skipped"
+require "$KCAP" "$GEN" "$CUDALIB" "$CPU"
 N=14
 
-"$GEN" --lib "$CUDA" --out "$T/gpu" --count $N --seed 11 >"$T/gen-gpu.log" 2>&1 ||
-    { cat "$T/gen-gpu.log"; echo "FAIL: generator on the GPU"; exit 1; }
+"$GEN" --lib "$CUDALIB" --out "$T/gpu" --count $N --seed 11 >"$T/gen-gpu.log" 2>&1 ||
+    { cat "$T/gen-gpu.log"; die "generator on the GPU"; }
 # a few production-sized ones too (thousands of scattered pool rows per request): the upload
 # path batches row copies, and only sizes like these exercise its flushes
-"$GEN" --lib "$CUDA" --out "$T/gpu-large" --count 4 --seed 5 --size large >"$T/gen-gpu-large.log" 2>&1 ||
-    { cat "$T/gen-gpu-large.log"; echo "FAIL: generator on the GPU (large)"; exit 1; }
+"$GEN" --lib "$CUDALIB" --out "$T/gpu-large" --count 4 --seed 5 --size large >"$T/gen-gpu-large.log" 2>&1 ||
+    { cat "$T/gen-gpu-large.log"; die "generator on the GPU (large)"; }
 "$GEN" --lib "$CPU" --out "$T/cpu" --count $N --seed 12 >"$T/gen-cpu.log" 2>&1 ||
-    { cat "$T/gen-cpu.log"; echo "FAIL: generator on the CPU"; exit 1; }
+    { cat "$T/gen-cpu.log"; die "generator on the CPU"; }
 
 check_json() { # file mode(bitwise|pass) ref-must-pass
     "$PY" - "$@" <<'EOF'
@@ -62,23 +47,23 @@ EOF
 # library's split-K partition depends only on each request's own length and the max_kv_len
 # hint (never on num_slots or slot values), so remap must be bitwise too.
 for pool in auto remap; do
-    "$KCAP" replay "$T/gpu" "$T/gpu-large" --kernel "$CUDA" --ref gpu --pool $pool --json "$T/gpu-$pool.json" \
+    "$KCAP" replay "$T/gpu" "$T/gpu-large" --kernel "$CUDALIB" --ref gpu --pool $pool --json "$T/gpu-$pool.json" \
         >"$T/gpu-$pool.out" 2>&1
     rc=$?
     cat "$T/gpu-$pool.out"
     [ $rc -eq 0 ] && check_json "$T/gpu-$pool.json" bitwise ||
         fail "GPU snapshots on the same CUDA build, --pool $pool (exit $rc)"
 done
-"$KCAP" replay "$T/gpu" --kernel "$CUDA" --ref cpu --json "$T/gpu-refcpu.json" >"$T/o" 2>&1
+"$KCAP" replay "$T/gpu" --kernel "$CUDALIB" --ref cpu --json "$T/gpu-refcpu.json" >"$T/o" 2>&1
 rc=$?
 cat "$T/o"
 [ $rc -eq 0 ] && check_json "$T/gpu-refcpu.json" bitwise || fail "GPU snapshots vs the CPU reference (exit $rc)"
-"$KCAP" replay "$T/cpu" --kernel "$CUDA" --ref gpu --json "$T/cpu-on-gpu.json" >"$T/o" 2>&1
+"$KCAP" replay "$T/cpu" --kernel "$CUDALIB" --ref gpu --json "$T/cpu-on-gpu.json" >"$T/o" 2>&1
 rc=$?
 cat "$T/o"
 [ $rc -eq 0 ] && check_json "$T/cpu-on-gpu.json" pass || fail "CPU snapshots on the CUDA library (exit $rc)"
 
-"$KCAP" replay "$T/gpu" --kernel "$CUDA" --bench --iters 10 --json "$T/bench.json" >"$T/o" 2>&1
+"$KCAP" replay "$T/gpu" --kernel "$CUDALIB" --bench --iters 10 --json "$T/bench.json" >"$T/o" 2>&1
 rc=$?
 cat "$T/o"
 [ $rc -eq 0 ] || fail "--bench (exit $rc)"
@@ -94,5 +79,4 @@ for c in d["cases"]:
 print("bench ok")
 EOF
 
-if [ $nfail -ne 0 ]; then echo "$nfail check(s) failed"; exit 1; fi
-echo "all replay GPU checks passed"
+finish "all replay GPU checks passed"

@@ -3,12 +3,11 @@
 # toolkit) must agree with the real cuda.h: every constant it defines has the same value
 # and every type the same size. The names are read from the stub itself, so a new one is
 # checked as soon as it is added. Skips (77) where no toolkit header exists to compare with.
-set -euo pipefail
-cd "$(dirname "$0")/../.."
+. "$(dirname "$0")/../lib.sh"
+# every step must succeed: the first failing command ends the test with its status
+set -eo pipefail
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-[ -f "$CUDA_HOME/include/cuda.h" ] || { echo "no $CUDA_HOME/include/cuda.h to compare with"; exit 77; }
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+[ -f "$CUDA_HOME/include/cuda.h" ] || skip "no $CUDA_HOME/include/cuda.h to compare with"
 # the stub without its comments (the preprocessor keeps #defines with -dD)
 ${CC:-cc} -E -dD -P -x c cli/nocuda/cuda.h > "$T/stub.i"
 consts=$(grep -oE '\bCUDA?_[A-Z0-9_]+\b' "$T/stub.i" | grep -vE '^(CUDAAPI|CUDA_CB)$' | sort -u)

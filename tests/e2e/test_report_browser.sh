@@ -10,40 +10,32 @@
 # KCAP_SCREENSHOT=docs/report-screenshot.png KCAP_REPORT_CASES=all tests/e2e/test_report_browser.sh).
 # Skips (77) only when no Chromium is installed (make deps installs the Debian package) or
 # matplotlib, which draws the heatmaps, is missing.
-set -u
-cd "$(dirname "$0")/../.."
-B=${KCAP_BUILD:-build}
-K=$B/bin/kcap
-PY=${PYTHON:-/usr/bin/python3}
-LIB=$B/tests/libverify_attn_cpu_perturbed.so
+. "$(dirname "$0")/../lib.sh"
 G=tests/golden/snapshots
-fail=0
-bad() { echo "FAIL: $*"; fail=1; }
-[ -x "$K" ] && [ -f "$LIB" ] || { echo "FAIL: $K or $LIB not built"; exit 1; }
+require "$KCAP" "$PERT"
 browser=
 for b in chromium chromium-browser google-chrome-stable google-chrome; do
     command -v "$b" > /dev/null && { browser=$(command -v "$b"); break; }
 done
-[ -n "$browser" ] || { echo "SKIP: no Chromium installed (make deps installs the Debian package chromium)"; exit 77; }
+[ -n "$browser" ] || skip "no Chromium installed (make deps installs the Debian package chromium)"
 "$PY" -c 'import matplotlib, PIL' 2>/dev/null ||
-    { echo "SKIP: python3-matplotlib (with PIL) not installed: the report has no heatmaps"; exit 77; }
-work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+    skip "python3-matplotlib (with PIL) not installed: the report has no heatmaps"
 
-mkdir -p "$work/snaps"
-if [ "${KCAP_REPORT_CASES:-}" = all ]; then cp "$G"/*.h5 "$work/snaps/"
-else cp "$G/h8_q1_s0.h5" "$G/h16_q8_s1.h5" "$G/h64_q7_s0.h5" "$work/snaps/"; fi
-ncase=$(ls "$work/snaps" | wc -l)
-"$K" replay "$work/snaps" --kernel "$LIB" --ref none --report "$work/rep" -q > "$work/replay.out" 2>&1
+mkdir -p "$T/snaps"
+if [ "${KCAP_REPORT_CASES:-}" = all ]; then cp "$G"/*.h5 "$T/snaps/"
+else cp "$G/h8_q1_s0.h5" "$G/h16_q8_s1.h5" "$G/h64_q7_s0.h5" "$T/snaps/"; fi
+ncase=$(ls "$T/snaps" | wc -l)
+"$KCAP" replay "$T/snaps" --kernel "$PERT" --ref none --report "$T/rep" -q > "$T/replay.out" 2>&1
 rc=$?
-[ $rc -eq 1 ] || bad "replay of the perturbed library should fail (exit 1), got $rc: $(tail -3 "$work/replay.out")"
-[ -f "$work/rep/index.html" ] || { echo "FAIL: no $work/rep/index.html"; exit 1; }
-nimg=$(grep -o '<img ' "$work/rep/index.html" | wc -l)
-[ "$nimg" -eq $((2 * ncase)) ] || bad "want a heatmap of o and lse per failing case ($((2 * ncase))), the page has $nimg"
+[ $rc -eq 1 ] || fail "replay of the perturbed library should fail (exit 1), got $rc: $(tail -3 "$T/replay.out")"
+[ -f "$T/rep/index.html" ] || die "no $T/rep/index.html"
+nimg=$(grep -o '<img ' "$T/rep/index.html" | wc -l)
+[ "$nimg" -eq $((2 * ncase)) ] || fail "want a heatmap of o and lse per failing case ($((2 * ncase))), the page has $nimg"
 
 # headless Chromium: a private profile, no sandbox (CI runs as root), no GPU, a timeout
 chrome() {
     timeout 90 "$browser" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage \
-        --no-first-run --hide-scrollbars --user-data-dir="$work/profile" "$@" 2> "$work/chrome.err"
+        --no-first-run --hide-scrollbars --user-data-dir="$T/profile" "$@" 2> "$T/chrome.err"
 }
 
 # 1. what the browser loaded, reported by the page
@@ -54,16 +46,16 @@ sed 's|</body>|<script>window.addEventListener("load", function () {\
   var p = document.createElement("pre"); p.id = "kcap-check";\
   p.textContent = "images=" + im.length + " loaded=" + ok + " broken=" + bad.join(",") +\
     " rows=" + document.querySelectorAll("tr.fail").length;\
-  document.body.appendChild(p); });</script></body>|' "$work/rep/index.html" > "$work/rep/check.html"
-chrome --virtual-time-budget=10000 --dump-dom "file://$work/rep/check.html" > "$work/dom.html"
-check=$(grep -o 'id="kcap-check">[^<]*' "$work/dom.html" | sed 's/.*>//')
+  document.body.appendChild(p); });</script></body>|' "$T/rep/index.html" > "$T/rep/check.html"
+chrome --virtual-time-budget=10000 --dump-dom "file://$T/rep/check.html" > "$T/dom.html"
+check=$(grep -o 'id="kcap-check">[^<]*' "$T/dom.html" | sed 's/.*>//')
 echo "browser: $check"
 [ "$check" = "images=$nimg loaded=$nimg broken= rows=$ncase" ] ||
-    bad "in Chromium: '$check' (want images=$nimg loaded=$nimg, $ncase failing rows); $(tail -3 "$work/chrome.err")"
+    fail "in Chromium: '$check' (want images=$nimg loaded=$nimg, $ncase failing rows); $(tail -3 "$T/chrome.err")"
 
 # 2. the screenshot is a picture of the page, not a blank or an error page
-chrome --window-size=1100,1500 --screenshot="$work/shot.png" "file://$work/rep/index.html" > /dev/null
-"$PY" - "$work/shot.png" <<'PYEOF' || bad "screenshot check"
+chrome --window-size=1100,1500 --screenshot="$T/shot.png" "file://$T/rep/index.html" > /dev/null
+"$PY" - "$T/shot.png" <<'PYEOF' || fail "screenshot check"
 import sys
 import numpy as np
 from PIL import Image
@@ -87,7 +79,6 @@ PYEOF
 if [ -n "${KCAP_SCREENSHOT:-}" ]; then
     # palette PNG: a fraction of the size, indistinguishable for a page of flat colours
     "$PY" -c 'import sys; from PIL import Image; Image.open(sys.argv[1]).convert("RGB").quantize(256).save(sys.argv[2], optimize=True)' \
-        "$work/shot.png" "$KCAP_SCREENSHOT" && echo "kept the screenshot as $KCAP_SCREENSHOT"
+        "$T/shot.png" "$KCAP_SCREENSHOT" && echo "kept the screenshot as $KCAP_SCREENSHOT"
 fi
-[ $fail -eq 0 ] && echo "report in a browser ok"
-exit $fail
+finish "report in a browser ok"

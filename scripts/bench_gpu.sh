@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# bench_gpu.sh — `make bench-gpu` (GPU_BENCHES): issue 6's verify-attention benchmark in one run.
+# bench_gpu.sh — `make bench-gpu` (GPU_BENCHES): the verify-attention kernel benchmark in one run.
 # vattn_dev --bench measures the two ceilings (D2D copy kernel, mma.sync bf16 kernel) and times
 # the fast and reference kernels per config; bench_gpu_torch.py times the PyTorch gather+bmm
 # implementation on the same shapes and prints the table (docs/PERF.md (Kernels) records it).
-# Then issue 16's serving set: vattn_dev --serving (per call in CUDA graphs, L2 warm and cold,
-# and eager, against the same floor), its table printed last. Exit 77 (skip) without a GPU.
+# Then the serving set (the batch sizes, head counts and prefixes a serving deployment runs):
+# vattn_dev --serving (per call in CUDA graphs, L2 warm and cold, and eager, against the same
+# floor), its table printed last. Exit 77 (skip) without a GPU.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${KCAP_BUILD:-$here/../build}
@@ -24,5 +25,5 @@ set -e
 grep -v "^csv" "$out/vattn_dev_serving.txt" | grep -v "^|" || true
 [ "$rc" = 0 ] || { tail -5 "$out/vattn_dev_serving.txt"; echo "vattn_dev --serving failed ($rc)"; exit 1; }
 echo
-echo "serving set (issue 16), per call, µs:"
+echo "serving set, per call, µs:"
 grep "^|\|^(floor" "$out/vattn_dev_serving.txt"

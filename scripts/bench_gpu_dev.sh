@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # bench_gpu_dev.sh — one device-tool call for kernel work (not a make target): builds the CUDA
-# library, GPU test and dev harness for one arch, runs the GPU correctness table, the issue 6
-# bench (every kernel variant checked and timed), optionally an ncu profile of one shape, and a
-# SASS summary (HMMA / HGMMA / local-memory instruction counts per kernel), or the serving-set
-# bench (vattn_dev --serving: per call in CUDA graphs, L2 warm / cold, eager). Logs go to $OUT
-# (or build/dev-out). The VATTN_VARIANT runs use the dev build build/tests/libverify_attn_dev.so.
+# library, GPU test and dev harness for one arch, runs the GPU correctness table, the kernel
+# bench (vattn_dev --bench: every kernel variant checked and timed), optionally an ncu profile
+# of one shape, and a SASS summary (HMMA / HGMMA / local-memory instruction counts per kernel),
+# or the serving-set bench (vattn_dev --serving: per call in CUDA graphs, L2 warm / cold,
+# eager). Logs go to $OUT (or build/dev-out). The VATTN_VARIANT runs use the dev build
+# build/tests/libverify_attn_dev.so.
 # Usage: bench_gpu_dev.sh [test] [testv3|testv7] [bench] [serving|breakdown] [racecheck] [ncu] [sass] [torch]
 #                     or: bench_gpu_dev.sh final   (default build, make test-gpu, make bench-gpu, SASS)
 set -uo pipefail

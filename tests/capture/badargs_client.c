@@ -23,10 +23,11 @@
 #include <unistd.h>
 
 #include "verify_attn.h"
+#include "../testkit_vattn.h" /* QK, DV */
 
 enum { BS = 2, QL = 2, H = 2, KV = 40, SLOTS = 128 };
 
-static uint16_t g_q[BS * QL * H * 576], g_pool[SLOTS * 576], g_o[BS * QL * H * 512];
+static uint16_t g_q[BS * QL * H * QK], g_pool[SLOTS * QK], g_o[BS * QL * H * DV];
 static float g_lse[BS * QL * H];
 static int32_t g_indptr[BS + 1] = {0, KV, 2 * KV};
 static int64_t g_idx[2 * KV + 8];
@@ -42,9 +43,9 @@ static int one_case(int c, unsigned char *noaccess, size_t page)
     vattn_args a = {.struct_size = sizeof a, .dtype = VATTN_DTYPE_BF16,
                     .index_type = VATTN_INDEX_INT64, .bs = BS, .q_len = QL, .num_heads = H,
                     .num_slots = SLOTS, .sm_scale = 0.0625f, .q = g_q,
-                    .q_stride_t = H * 576, .q_stride_h = 576, .kv_cache = g_pool,
-                    .kv_stride = 576, .kv_indptr = g_indptr, .kv_indices = g_idx,
-                    .visibility = g_vis, .o = g_o, .o_stride_t = H * 512, .o_stride_h = 512,
+                    .q_stride_t = H * QK, .q_stride_h = QK, .kv_cache = g_pool,
+                    .kv_stride = QK, .kv_indptr = g_indptr, .kv_indices = g_idx,
+                    .visibility = g_vis, .o = g_o, .o_stride_t = H * DV, .o_stride_h = DV,
                     .lse = g_lse};
     size_t need = g_wssize(&a);
     static unsigned char ws_buf[1 << 20] __attribute__((aligned(64)));

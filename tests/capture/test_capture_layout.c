@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "verify_attn.h"
-#include "../testkit.h"
+#include "../testkit_vattn.h" /* the checks, QK, DV */
 
 #define R16(x) (((x) + 15) & ~15ll)
 /* fake addresses: nothing is ever read through them */
@@ -33,10 +33,10 @@ static void verify_case(int bs, int q, int H, int64_t qst, int64_t qsh, int vis,
     vattn_args a = {.struct_size = sizeof a, .dtype = VATTN_DTYPE_BF16,
                     .index_type = VATTN_INDEX_INT64, .bs = bs, .q_len = q, .num_heads = H,
                     .num_slots = 1000, .sm_scale = 0.1f, .q = AT(base + 1), .q_stride_t = qst,
-                    .q_stride_h = qsh, .kv_cache = AT(base + 2), .kv_stride = 576 + 64,
+                    .q_stride_h = qsh, .kv_cache = AT(base + 2), .kv_stride = QK + 64,
                     .kv_indptr = AT(base + 3), .kv_indices = AT(base + 4),
                     .visibility = vis ? AT(base + 5) : NULL, .o = AT(base + 6),
-                    .o_stride_t = (int64_t)H * 512, .o_stride_h = 512, .lse = AT(base + 7)};
+                    .o_stride_t = (int64_t)H * DV, .o_stride_h = DV, .lse = AT(base + 7)};
     kcap_layout l;
     TK_CHECK(d && !kcap_stage_layout(d, &a, &l), "verify layout");
     long long T = (long long)bs * q;
@@ -49,9 +49,9 @@ static void verify_case(int bs, int q, int H, int64_t qst, int64_t qsh, int vis,
     TK_CHECK(ip && ip->counter == KCAP_SEG_STATIC && ip->nrows == bs + 1 && ip->row_bytes == 4, "kv_indptr dense");
     TK_CHECK(ix && ix->counter == 0 && ix->row_bytes == 8 && !ix->idx, "kv_indices counted, 8-byte rows");
     TK_CHECK(qs && qs->nrows == T * H && qs->n1 == H && qs->s0 == 2 * qst && qs->s1 == 2 * qsh &&
-              qs->row_bytes == 2 * 576, "q: strided rows of 576 bf16");
+              qs->row_bytes == 2 * QK, "q: strided rows of 576 bf16");
     TK_CHECK(kv && kv->counter == 0 && kv->idx == (uintptr_t)AT(base + 4) && kv->idx_size == 8 &&
-              kv->s0 == 2 * (576 + 64) && kv->row_bytes == 2 * 576 && kv->pool_rows == 1000,
+              kv->s0 == 2 * (QK + 64) && kv->row_bytes == 2 * QK && kv->pool_rows == 1000,
           "kv_cache: pool rows gathered by kv_indices");
     TK_CHECK(o && o->nrows == T * H && o->row_bytes == 1024 && lse && lse->nrows == T &&
               lse->row_bytes == 4 * H, "outputs o (strided rows), lse (dense, T rows of H floats)");
@@ -69,13 +69,13 @@ static void extend_case(int masked)
     int bs = 3, q = 4, H = 8;
     vattn_extend_args a = {.struct_size = sizeof a, .dtype = VATTN_DTYPE_FP16,
                            .index_type = VATTN_INDEX_INT32, .bs = bs, .q_len = q, .num_heads = H,
-                           .num_slots = 500, .sm_scale = 0.1f, .q = AT(11), .q_stride_t = H * 576,
-                           .q_stride_h = 576, .k_extend = AT(12), .k_extend_stride = 640,
-                           .kv_cache = AT(13), .kv_stride = 576, .qo_indptr = AT(14),
+                           .num_slots = 500, .sm_scale = 0.1f, .q = AT(11), .q_stride_t = H * QK,
+                           .q_stride_h = QK, .k_extend = AT(12), .k_extend_stride = 640,
+                           .kv_cache = AT(13), .kv_stride = QK, .qo_indptr = AT(14),
                            .kv_indptr = AT(15), .kv_indices = AT(16),
                            .custom_mask = masked ? AT(17) : NULL,
                            .mask_indptr = masked ? AT(18) : NULL, .o = AT(19),
-                           .o_stride_t = H * 512, .o_stride_h = 512, .lse = NULL};
+                           .o_stride_t = H * DV, .o_stride_h = DV, .lse = NULL};
     kcap_layout l;
     TK_CHECK(d && !kcap_stage_layout(d, &a, &l), "extend layout");
     TK_CHECK(l.ncounts == 1 + masked, "%d counts", l.ncounts);
@@ -102,9 +102,9 @@ static void cache_case(void)
     kcap_call_desc fresh = *d;
     vattn_args a = {.struct_size = sizeof a, .dtype = VATTN_DTYPE_BF16, .index_type = 1, .bs = 2,
                     .q_len = 3, .num_heads = 4, .num_slots = 99, .sm_scale = 1, .q = AT(21),
-                    .q_stride_t = 4 * 576, .q_stride_h = 576, .kv_cache = AT(22), .kv_stride = 576,
+                    .q_stride_t = 4 * QK, .q_stride_h = QK, .kv_cache = AT(22), .kv_stride = QK,
                     .kv_indptr = AT(23), .kv_indices = AT(24), .visibility = AT(25), .o = AT(26),
-                    .o_stride_t = 2048, .o_stride_h = 512, .lse = AT(27)};
+                    .o_stride_t = 2048, .o_stride_h = DV, .lse = AT(27)};
     kcap_layout first, again, want;
     TK_CHECK(!kcap_stage_layout(d, &a, &first), "first");
     vattn_args b = a;
@@ -120,7 +120,7 @@ static void cache_case(void)
 
 int main(void)
 {
-    verify_case(1, 1, 1, 576, 576, 0, 100);
+    verify_case(1, 1, 1, QK, QK, 0, 100);
     verify_case(3, 5, 16, 16 * 584 + 8, 584, 1, 200);
     verify_case(3, 5, 16, 16 * 584 + 8, 584, 1, 300); /* cached, other pointers */
     extend_case(0);

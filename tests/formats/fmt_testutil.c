@@ -62,7 +62,7 @@ void tu_fill_bf16(uint16_t *buf, size_t n, uint64_t seed)
         uint64_t r = tk_next_xs(&s);
         float g = (float)((r & 0xFFFF) + ((r >> 16) & 0xFFFF) + ((r >> 32) & 0xFFFF)) /
                       65536.0f - 1.5f;
-        float scale = 0.05f + 0.02f * (float)((i % 576) % 7);
+        float scale = 0.05f + 0.02f * (float)((i % QK) % 7);
         buf[i] = tk_bf16(g * scale);
     }
 }
@@ -100,11 +100,11 @@ int tu_vattn_make(tu_vattn *v, int bs, int q_len, int H, int64_t num_slots, int 
     a->max_kv_len = 0;
     a->sm_scale = 0.0625f;
     int T = bs * q_len;
-    a->q_stride_h = padded ? 576 + 24 : 576;
-    a->q_stride_t = padded ? (int64_t)H * a->q_stride_h + 40 : (int64_t)H * 576;
-    a->o_stride_h = padded ? 512 + 8 : 512;
-    a->o_stride_t = padded ? (int64_t)H * a->o_stride_h + 16 : (int64_t)H * 512;
-    a->kv_stride = padded ? 576 + 64 : 576;
+    a->q_stride_h = padded ? QK + 24 : QK;
+    a->q_stride_t = padded ? (int64_t)H * a->q_stride_h + 40 : (int64_t)H * QK;
+    a->o_stride_h = padded ? DV + 8 : DV;
+    a->o_stride_t = padded ? (int64_t)H * a->o_stride_h + 16 : (int64_t)H * DV;
+    a->kv_stride = padded ? QK + 64 : QK;
     v->indptr = malloc(sizeof(int32_t) * (size_t)(bs + 1));
     uint64_t s = seed * 7 + 3;
     v->indptr[0] = 0;
@@ -120,8 +120,8 @@ int tu_vattn_make(tu_vattn *v, int bs, int q_len, int H, int64_t num_slots, int 
         else
             ((int64_t *)v->indices)[i] = slot;
     }
-    v->q_bytes = ((size_t)(T - 1) * (size_t)a->q_stride_t + (size_t)(H - 1) * (size_t)a->q_stride_h + 576) * 2;
-    v->o_bytes = ((size_t)(T - 1) * (size_t)a->o_stride_t + (size_t)(H - 1) * (size_t)a->o_stride_h + 512) * 2;
+    v->q_bytes = ((size_t)(T - 1) * (size_t)a->q_stride_t + (size_t)(H - 1) * (size_t)a->q_stride_h + QK) * 2;
+    v->o_bytes = ((size_t)(T - 1) * (size_t)a->o_stride_t + (size_t)(H - 1) * (size_t)a->o_stride_h + DV) * 2;
     v->kv_bytes = (size_t)num_slots * (size_t)a->kv_stride * 2;
     v->q = malloc(v->q_bytes);
     v->kv = malloc(v->kv_bytes);

@@ -12,7 +12,7 @@
 #include "kcap_calls.h"
 #include "kcap_snapshot.h"
 #include "verify_attn.h"
-#include "../testkit.h"
+#include "../testkit_vattn.h" /* the checks, the generator, QK, DV */
 
 /* checks: TK_CHECK / TK_CHECK_OK (../testkit.h); random draws: tk_next */
 const char *tu_tmpdir(void);             /* created once, removed at exit */

@@ -31,6 +31,7 @@
 #include "kcap_meta.h"
 #include "kcap_names.h"
 #include "kcap_queue.h"
+#include "kcap_shadow.h"
 #include "kcap_state.h"
 #include "kcap_tags.h"
 
@@ -70,6 +71,7 @@ static void kcap_atexit(void)
         kcap_log(KCAP_LOG_WARN, "exit: %d snapshots still pending after %d ms were abandoned",
                  left, g_cfg.flush_ms);
     kcap_stats_line("stats");
+    kcap_shadow_summary(g_cfg.dir);
 }
 
 static void kcap_register_atexit(void)
@@ -198,6 +200,8 @@ static void kcap_do_init_job(void *arg)
         return;
     }
     kcap_set_run_id(g_cfg.run_id);
+    if (g_cfg.shadow[0])
+        kcap_shadow_init(g_cfg.shadow);
     if (g_dir_at_load[0] && g_cfg.dir[0] != '/')
         snprintf(g_cfg.dir, sizeof g_cfg.dir, "%s", g_dir_at_load);
     kcap_error e = {0};

@@ -10,9 +10,11 @@
 # the library still builds and uses plain copies on the device.
 
 KCAP_LIB := $(LIB)/libkcap.so
-CAPTURE_SRCS := kcap_interpose kcap_capture kcap_state kcap_tags kcap_budget kcap_queue kcap_arm kcap_mem kcap_gpu kcap_gpu_drain kcap_stage_layout \
+CAPTURE_SRCS := kcap_interpose kcap_capture kcap_shadow kcap_state kcap_tags kcap_budget kcap_queue kcap_arm kcap_mem kcap_gpu kcap_gpu_drain kcap_stage_layout \
                 kcap_ring kcap_config kcap_log kcap_meta kcap_names kcap_size kcap_callrec
-CAPTURE_OBJS := $(patsubst %,$(OBJ)/capture/%.o,$(CAPTURE_SRCS)) $(OBJ)/capture/kcap_ptx.o
+# shadow mode judges with replay's comparison rules (one definition of "correct")
+CAPTURE_OBJS := $(patsubst %,$(OBJ)/capture/%.o,$(CAPTURE_SRCS)) $(OBJ)/capture/kcap_ptx.o \
+                $(OBJ)/replay/kcap_compare.o
 # formats/module.mk defines FORMATS_LIB once it can build it; until then nothing here that
 # links it is part of `make all` (keeps the tree green for everyone).
 KCAP_FORMATS_READY := $(if $(FORMATS_LIB),1,)
@@ -116,7 +118,7 @@ TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_ca
          tests/capture/test_capture_faults_files.sh tests/capture/test_capture_faults_load.sh \
          tests/capture/test_capture_arm_misuse.sh tests/capture/test_capture_log_pipe.sh \
          tests/capture/test_capture_layers.sh tests/capture/test_capture_extend.sh \
-         tests/capture/test_capture_tags.sh
+         tests/capture/test_capture_tags.sh tests/capture/test_capture_shadow.sh
 ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout tests/capture/test_capture_c.sh \
               tests/capture/test_capture_faults_host.sh
 GPU_TESTS += tests/capture/test_capture_gpu.sh tests/capture/test_capture_gpu_long.sh tests/capture/test_capture_gpu_extend.sh \

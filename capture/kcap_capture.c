@@ -226,6 +226,10 @@ static void kcap_do_init_job(void *arg)
     kcap_register_atexit();
     kcap_queue_on_writer_ready(kcap_register_atexit); /* again once libhdf5 is up: ours first */
     kcap_budget_set_max(g_cfg.max);
+    if (g_cfg.shadow[0]) /* `kcap shadow PID` swaps or stops the candidate live */
+        kcap_arm_set_shadow_handler(kcap_shadow_request);
+    if (g_cfg.shadow[0] && !g_cfg.dormant)
+        kcap_arm_start(g_cfg.dir, kcap_arm_request);
     if (g_cfg.dormant) {
         kcap_budget_count_arming(1);
         kcap_set_mode(KCAP_M_DORMANT);

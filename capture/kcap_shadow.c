@@ -42,8 +42,11 @@ typedef struct {
     double worst_abs;
 } kcap_shadow_shape;
 
+static char g_dir[PATH_MAX]; /* where the summary goes (set by kcap_shadow_summary) */
+
 static struct {
     void *handle;
+    unsigned long long swaps;
     char path[PATH_MAX], hash[40];
     atomic_int on;
     kcap_call_fn fn[KCAP_NCALLS];
@@ -57,21 +60,32 @@ static struct {
     kcap_shadow_shape shapes[KCAP_SHADOW_SHAPES];
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static atomic_int g_log_off, g_log_dev, g_log_shapes;
+static atomic_int g_log_dev, g_log_shapes;
 
 int kcap_shadow_on(void) { return atomic_load(&g.on); }
 
+/* One loaded candidate: a private copy's handle and its entry points. Never unloaded:
+ * a call may be running it when a newer candidate takes its place. */
+typedef struct {
+    void *handle;
+    char hash[40];
+    kcap_call_fn fn[KCAP_NCALLS];
+    size_t (*ws_fn[KCAP_NCALLS])(const void *);
+} kcap_candidate;
+
 /* Copy `src` to a private 0700 directory and dlopen the copy (the loader caches by path
- * and inode: a library rebuilt in place must not come back as the old code). */
-int kcap_shadow_init(const char *cand)
+ * and inode: a library rebuilt in place must not come back as the old code). 0, or -1 and
+ * the reason in why. */
+static int load_candidate(const char *cand, kcap_candidate *c, char *why, size_t n)
 {
     char dir[] = "/tmp/kcap-shadow.XXXXXX", copy[PATH_MAX];
     int in = open(cand, O_RDONLY | O_CLOEXEC);
     struct stat st;
     void *m = MAP_FAILED;
+    memset(c, 0, sizeof *c);
     if (in < 0 || fstat(in, &st) || st.st_size <= 0 || !mkdtemp(dir) ||
         (m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, in, 0)) == MAP_FAILED) {
-        kcap_log(KCAP_LOG_WARN, "KCAP_SHADOW=%s cannot be read; shadow mode off", cand);
+        snprintf(why, n, "%s cannot be read", cand);
         if (in >= 0)
             close(in);
         return -1;
@@ -79,29 +93,96 @@ int kcap_shadow_init(const char *cand)
     snprintf(copy, sizeof copy, "%s/candidate.so", dir);
     int out = open(copy, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
     int ok = out >= 0 && write(out, m, (size_t)st.st_size) == (ssize_t)st.st_size;
-    snprintf(g.hash, sizeof g.hash, "xxh64:%016llx",
+    snprintf(c->hash, sizeof c->hash, "xxh64:%016llx",
              (unsigned long long)kcap_xxh64(m, (size_t)st.st_size, 0));
     munmap(m, (size_t)st.st_size);
     close(in);
     if (out >= 0)
         close(out);
-    g.handle = ok ? dlopen(copy, RTLD_NOW | RTLD_LOCAL) : NULL;
-    const char *why = ok ? dlerror() : "copy failed";
+    c->handle = ok ? dlopen(copy, RTLD_NOW | RTLD_LOCAL) : NULL;
+    const char *e = ok ? dlerror() : "copying it failed";
     unlink(copy);
     rmdir(dir);
-    if (!g.handle) {
-        kcap_log(KCAP_LOG_WARN, "KCAP_SHADOW=%s cannot be loaded (%s); shadow mode off", cand,
-                 why ? why : "?");
+    if (!c->handle) {
+        snprintf(why, n, "%s cannot be loaded (%s)", cand, e ? e : "?");
         return -1;
     }
-    for (int c = 0; c < KCAP_NCALLS; c++) {
-        g.fn[c] = (kcap_call_fn)dlsym(g.handle, kcap_builtin_calls[c].name);
-        const char *w = kcap_builtin_calls[c].workspace_fn;
-        g.ws_fn[c] = w ? (size_t(*)(const void *))dlsym(g.handle, w) : NULL;
+    int any = 0;
+    for (int k = 0; k < KCAP_NCALLS; k++) {
+        c->fn[k] = (kcap_call_fn)dlsym(c->handle, kcap_builtin_calls[k].name);
+        const char *w = kcap_builtin_calls[k].workspace_fn;
+        c->ws_fn[k] = w ? (size_t(*)(const void *))dlsym(c->handle, w) : NULL;
+        any |= c->fn[k] != NULL;
     }
+    if (!any) {
+        snprintf(why, n, "%s exports none of the hooked calls", cand);
+        return -1; /* kept loaded: harmless, and dlclose of a library is never safe here */
+    }
+    return 0;
+}
+
+/* Make `c` the candidate; the summary starts over (it describes one candidate). */
+static void install(const char *cand, const kcap_candidate *c)
+{
+    pthread_mutex_lock(&g.lock);
+    g.handle = c->handle;
+    snprintf(g.hash, sizeof g.hash, "%s", c->hash);
+    memcpy(g.fn, c->fn, sizeof g.fn);
+    memcpy(g.ws_fn, c->ws_fn, sizeof g.ws_fn);
     snprintf(g.path, sizeof g.path, "%s", cand);
+    g.compared = g.divergent = g.kept = g.capped = g.not_judged = 0;
+    g.worst_abs = 0;
+    g.worst_where[0] = '\0';
+    g.nshapes = 0;
+    g.swaps++;
     atomic_store(&g.on, 1);
-    kcap_log(KCAP_LOG_INFO, "shadow mode: candidate %s (%s)", cand, g.hash);
+    pthread_mutex_unlock(&g.lock);
+}
+
+int kcap_shadow_init(const char *cand)
+{
+    kcap_candidate c;
+    char why[PATH_MAX + 200];
+    if (load_candidate(cand, &c, why, sizeof why)) {
+        kcap_log(KCAP_LOG_WARN, "KCAP_SHADOW: %s; shadow mode off", why);
+        return -1;
+    }
+    install(cand, &c);
+    kcap_log(KCAP_LOG_INFO, "shadow mode: candidate %s (%s)", cand, c.hash);
+    return 0;
+}
+
+int kcap_shadow_request(const char *cmd, char *reply, size_t n)
+{
+    char why[PATH_MAX + 200];
+    if (!strncmp(cmd, "shadow ", 7) && cmd[7] == '/') {
+        kcap_candidate c;
+        if (load_candidate(cmd + 7, &c, why, sizeof why)) {
+            snprintf(reply, n, "error %s; the candidate is unchanged\n", why);
+            return -1;
+        }
+        install(cmd + 7, &c);
+        kcap_log(KCAP_LOG_INFO, "shadow mode: candidate now %s (%s)", cmd + 7, c.hash);
+        snprintf(reply, n, "ok shadow candidate %s (%s)\n", cmd + 7, c.hash);
+    } else if (!strcmp(cmd, "shadow-off")) {
+        atomic_store(&g.on, 0);
+        kcap_log(KCAP_LOG_INFO, "shadow mode off (kcap shadow --off)");
+        snprintf(reply, n, "ok shadow mode off\n");
+    } else if (!strcmp(cmd, "shadow-status")) {
+        pthread_mutex_lock(&g.lock);
+        snprintf(reply, n, "ok shadow %s candidate %s (%s): compared=%llu divergent=%llu "
+                 "kept=%llu capped=%llu not_judged=%llu worst_abs=%g%s%s\n",
+                 atomic_load(&g.on) ? "on" : "off", g.path[0] ? g.path : "-", g.hash,
+                 g.compared, g.divergent, g.kept, g.capped, g.not_judged, g.worst_abs,
+                 g.worst_where[0] ? " at " : "", g.worst_where);
+        pthread_mutex_unlock(&g.lock);
+    } else {
+        snprintf(reply, n, "error malformed shadow request '%.60s' (a candidate path must be "
+                 "absolute)\n", cmd);
+        return -1;
+    }
+    if (g_dir[0])
+        kcap_shadow_summary(g_dir);
     return 0;
 }
 
@@ -159,10 +240,14 @@ static size_t span_elems(const kcap_tensor *t)
 int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint64_t seq)
 {
     const kcap_call_desc *d = sl->desc;
+    pthread_mutex_lock(&g.lock); /* a swap replaces both together */
     kcap_call_fn fn = g.fn[sl->call];
+    size_t (*ws_fn)(const void *) = g.ws_fn[sl->call];
+    unsigned long long swaps = g.swaps;
+    pthread_mutex_unlock(&g.lock);
     if (!atomic_load(&g.on) || !fn)
         return 0;
-    size_t wsb = g.ws_fn[sl->call] ? g.ws_fn[sl->call](args) : 0;
+    size_t wsb = ws_fn ? ws_fn(args) : 0;
     if (wsb == (size_t)-1)
         return 0;
     void *bufs[16] = {0};
@@ -193,7 +278,7 @@ int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint
     int status = rc ? 0 : fn(cargs, ws, wsb, NULL);
     if (!rc && status != KCAP_CALL_OK) {
         atomic_store(&g.on, 0);
-        kcap_log_once(&g_log_off, KCAP_LOG_WARN, "shadow mode off: the candidate %s returned "
+        kcap_log(KCAP_LOG_WARN, "shadow mode off: the candidate %s returned "
                       "status %d on %s call %llu, which the production library ran (the "
                       "service is unaffected)", g.path, status, d->name, (unsigned long long)seq);
         rc = -1;
@@ -233,6 +318,12 @@ int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint
     }
     if (!rc) {
         pthread_mutex_lock(&g.lock);
+        if (g.swaps != swaps) { /* judged by a candidate replaced meanwhile: not counted */
+            pthread_mutex_unlock(&g.lock);
+            divergent = 0, rc = -1;
+        }
+    }
+    if (!rc) {
         kcap_shadow_shape *sh = shape_of(sl->call, snap);
         g.compared++;
         if (sh)
@@ -295,6 +386,8 @@ void kcap_shadow_summary(const char *dir)
 {
     if (!g.handle)
         return;
+    if (dir != g_dir)
+        snprintf(g_dir, sizeof g_dir, "%s", dir);
     char path[PATH_MAX], tmp[PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/shadow-%s-p%ld.json", dir, kcap_run_id(), (long)getpid());
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -304,8 +397,8 @@ void kcap_shadow_summary(const char *dir)
     pthread_mutex_lock(&g.lock);
     fprintf(f, "{\n  \"tool\": \"kcap shadow\",\n  \"schema_version\": 1,\n  \"kcap_version\": \"%s\",\n",
             KCAP_VERSION);
-    fprintf(f, "  \"candidate\": {\"path\": \"%s\", \"hash\": \"%s\", \"on\": %s},\n", g.path,
-            g.hash, atomic_load(&g.on) ? "true" : "false");
+    fprintf(f, "  \"candidate\": {\"path\": \"%s\", \"hash\": \"%s\", \"on\": %s},\n  \"swaps\": %llu,\n",
+            g.path, g.hash, atomic_load(&g.on) ? "true" : "false", g.swaps - 1);
     fprintf(f, "  \"production_hash\": \"%s\",\n", g.prod_hash);
     fprintf(f, "  \"compared\": %llu,\n  \"divergent\": %llu,\n  \"kept\": %llu,\n  \"capped\": %llu,\n"
             "  \"not_judged\": %llu,\n", g.compared, g.divergent, g.kept, g.capped, g.not_judged);

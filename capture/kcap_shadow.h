@@ -17,6 +17,10 @@
 /* Load the candidate (a private copy, so a rebuilt file at the same path is really new
  * code); called once at initialisation, on a thread of ours. 0, or -1 with a log line. */
 int kcap_shadow_init(const char *cand_path);
+/* The handler of `kcap shadow` requests (kcap_arm.h): "shadow /abs/CAND.so" loads a new
+ * candidate (a private copy) and makes it current — the old one stays loaded, a call may be
+ * running it — "shadow-off", "shadow-status". The reply goes to reply; 0 or -1. */
+int kcap_shadow_request(const char *cmd, char *reply, size_t n);
 /* 1 while a candidate is loaded and has not been switched off. */
 int kcap_shadow_on(void);
 /* A recorded host-memory call (snap holds its inputs and production outputs, status 0):

@@ -51,6 +51,7 @@ $(KCAP_LIB): $(CAPTURE_OBJS) $(FORMATS_LIB) $(COMMON_OBJS) $(KCAP_MAP)
 	  $(HDF5_LIBS) -lzstd -ldl -lm
 
 KCAP_CLI_OBJS += $(OBJ)/capture/kcap_cmd_record.o $(OBJ)/capture/kcap_cmd_arm.o \
+                 $(OBJ)/capture/kcap_cmd_shadow.o $(OBJ)/capture/kcap_arm_client.o \
                  $(OBJ)/capture/kcap_config_cli.o $(OBJ)/capture/kcap_names_cli.o
 
 # the CLI gets its own copy of the parsers (default visibility, no libkcap internals)
@@ -118,7 +119,8 @@ TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_ca
          tests/capture/test_capture_faults_files.sh tests/capture/test_capture_faults_load.sh \
          tests/capture/test_capture_arm_misuse.sh tests/capture/test_capture_log_pipe.sh \
          tests/capture/test_capture_layers.sh tests/capture/test_capture_extend.sh \
-         tests/capture/test_capture_tags.sh tests/capture/test_capture_shadow.sh
+         tests/capture/test_capture_tags.sh tests/capture/test_capture_shadow.sh \
+         tests/capture/test_capture_shadow_swap.sh
 ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout tests/capture/test_capture_c.sh \
               tests/capture/test_capture_faults_host.sh
 GPU_TESTS += tests/capture/test_capture_gpu.sh tests/capture/test_capture_gpu_long.sh tests/capture/test_capture_gpu_extend.sh \

@@ -200,8 +200,6 @@ static void kcap_do_init_job(void *arg)
         return;
     }
     kcap_set_run_id(g_cfg.run_id);
-    if (g_cfg.shadow[0])
-        kcap_shadow_init(g_cfg.shadow);
     if (g_dir_at_load[0] && g_cfg.dir[0] != '/')
         snprintf(g_cfg.dir, sizeof g_cfg.dir, "%s", g_dir_at_load);
     kcap_error e = {0};
@@ -222,6 +220,8 @@ static void kcap_do_init_job(void *arg)
     if (cleaned)
         kcap_log(KCAP_LOG_INFO, "removed %d temp files of dead processes from %s", cleaned,
                  g_cfg.dir);
+    if (g_cfg.shadow[0]) /* the directory is final now: the summary goes there */
+        kcap_shadow_init(g_cfg.shadow, g_cfg.dir);
     pthread_atfork(kcap_fork_prepare, kcap_fork_parent, kcap_fork_child);
     kcap_register_atexit();
     kcap_queue_on_writer_ready(kcap_register_atexit); /* again once libhdf5 is up: ours first */

@@ -23,6 +23,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,7 +140,27 @@ static void install(const char *cand, const kcap_candidate *c)
     pthread_mutex_unlock(&g.lock);
 }
 
-int kcap_shadow_init(const char *cand)
+#define KCAP_SHADOW_SUMMARY_S 3 /* the summary file is rewritten this often while it changes */
+
+/* A thread of ours: the summary on disk follows the live counters (the calling threads
+ * never write files). */
+static void *summary_main(void *arg)
+{
+    (void)arg;
+    unsigned long long seen = ~0ull;
+    for (;;) {
+        sleep(KCAP_SHADOW_SUMMARY_S);
+        pthread_mutex_lock(&g.lock);
+        unsigned long long now = g.compared + g.not_judged + (g.swaps << 40);
+        pthread_mutex_unlock(&g.lock);
+        if (now != seen)
+            kcap_shadow_summary(g_dir);
+        seen = now;
+    }
+    return NULL;
+}
+
+int kcap_shadow_init(const char *cand, const char *dir)
 {
     kcap_candidate c;
     char why[PATH_MAX + 200];
@@ -149,6 +170,18 @@ int kcap_shadow_init(const char *cand)
     }
     install(cand, &c);
     kcap_log(KCAP_LOG_INFO, "shadow mode: candidate %s (%s)", cand, c.hash);
+    snprintf(g_dir, sizeof g_dir, "%s", dir);
+    pthread_t t;
+    pthread_attr_t at;
+    sigset_t all, old;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the host's signals are not ours to take */
+    if (pthread_create(&t, &at, summary_main, NULL))
+        kcap_log(KCAP_LOG_WARN, "shadow mode: no summary thread; the summary is written at exit");
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&at);
     return 0;
 }
 

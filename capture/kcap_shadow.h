@@ -15,8 +15,9 @@
 #include "kcap_snapshot.h" /* formats/ */
 
 /* Load the candidate (a private copy, so a rebuilt file at the same path is really new
- * code); called once at initialisation, on a thread of ours. 0, or -1 with a log line. */
-int kcap_shadow_init(const char *cand_path);
+ * code) and start the thread that rewrites the summary in `dir` every few seconds; called
+ * once at initialisation, on a thread of ours. 0, or -1 with a log line. */
+int kcap_shadow_init(const char *cand_path, const char *dir);
 /* The handler of `kcap shadow` requests (kcap_arm.h): "shadow /abs/CAND.so" loads a new
  * candidate (a private copy) and makes it current — the old one stays loaded, a call may be
  * running it — "shadow-off", "shadow-status". The reply goes to reply; 0 or -1. */

@@ -50,6 +50,13 @@ cmp -s <(head -4 "$T/bare") "$T/err.out" && [ "$(grep -c 'shadow mode off' "$T/e
     "$PY" -c 'import glob,json,sys; j=json.load(open(glob.glob(sys.argv[1]+"/shadow-*.json")[0])); sys.exit(0 if not j["candidate"]["on"] and j["compared"]==0 else 1)' "$T/err" &&
     ok "a candidate returning errors: switched off with one log line, host unaffected" || { cat "$T/err.err"; fail "failing candidate"; }
 
+# one systematic bug must not fill the disk: 8 divergent calls of one shape, 2 kept
+with_kcap KCAP_DIR="$T/cap" KCAP_SHADOW="$PERT" KCAP_SHADOW_PER_SHAPE=2 -- \
+    "$PY" tests/capture/extend_ctypes.py "$CPU" --calls 8 --seed 3 --shape 2,4,3,40 >/dev/null 2>&1
+"$PY" -c 'import glob,json,sys; j=json.load(open(glob.glob(sys.argv[1]+"/shadow-*.json")[0])); s=j["shapes"]; sys.exit(0 if j["divergent"]==8 and j["kept"]==2 and j["capped"]==6 and len(s)==1 and s[0]["call"]=="vattn_extend" else 1)' "$T/cap" &&
+    [ "$(count_h5 "$T/cap")" = 2 ] && ok "KCAP_SHADOW_PER_SHAPE=2: 8 divergent vattn_extend calls of one shape, 2 kept, 6 counted as capped" ||
+    { cat "$T"/cap/shadow-*.json; fail "per-shape cap"; }
+
 with_kcap KCAP_DIR="$T/bad" KCAP_SHADOW="$T/nope.so" -- "$CLIENT" --calls 2 --seed 41 --hash >"$T/bad.out" 2>"$T/bad.err"
 cmp -s <(head -2 "$T/bare") "$T/bad.out" && grep -q "KCAP_SHADOW=$T/nope.so is not a readable" "$T/bad.err" &&
     ok "a missing KCAP_SHADOW library is named, capture off, host unaffected" || { cat "$T/bad.err"; fail "bad KCAP_SHADOW"; }

@@ -35,6 +35,9 @@ grep -q "shadow on candidate $CPU" "$T/status.out" && grep -q " divergent=0 " "$
     ok "after the swap: $(grep -o 'compared=[0-9]*' "$T/status.out") calls, 0 divergent" ||
     { cat "$T/status.out"; fail "divergences after the swap"; }
 
+for _ in $(seq 50); do grep -qs "libverify_attn_cpu.so" "$T"/d/shadow-*.json && break; sleep 0.1; done
+grep -qs '"path": "'"$CPU"'"' "$T"/d/shadow-*.json && ok "the summary file follows the live process (current candidate in it)" ||
+    { cat "$T"/d/shadow-*.json; fail "live summary"; }
 "$KCAP" shadow $pid --off >"$T/off.out" 2>&1 && "$KCAP" shadow $pid --status 2>&1 | grep -q "shadow off" &&
     ok "--off stops shadow mode" || { cat "$T/off.out"; fail "--off"; }
 touch "$T/stop"

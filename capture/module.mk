@@ -67,7 +67,8 @@ $(OBJ)/capture/kcap_names_cli.o: capture/kcap_names.c
 CAPT := $(TBIN)/capture
 CAPTURE_TEST_BINS := $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/capture_client \
                      $(CAPT)/snapcmp $(CAPT)/libvattn_null.so $(CAPT)/bench_dormant \
-                     $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout $(CAPT)/badargs_client
+                     $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout $(CAPT)/badargs_client \
+                     $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch
 $(CAPT)/test_capture_config: tests/capture/test_capture_config.c $(OBJ)/capture/kcap_config_cli.o
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS)
@@ -76,6 +77,21 @@ $(CAPT)/test_capture_config: tests/capture/test_capture_config.c $(OBJ)/capture/
 $(CAPT)/test_capture_budget: tests/capture/test_capture_budget.c capture/kcap_budget.c capture/kcap_budget.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Icapture tests/capture/test_capture_budget.c capture/kcap_budget.c -o $@ $(LDFLAGS) -pthread
+
+# the process-wide state, the queue + writer and the arming watcher on their own
+CAPTURE_UNIT_SRCS := capture/kcap_state.c capture/kcap_budget.c capture/kcap_log.c capture/kcap_config.c
+$(CAPT)/test_capture_state: tests/capture/test_capture_state.c $(CAPTURE_UNIT_SRCS) $(wildcard capture/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Icapture -Itests tests/capture/test_capture_state.c $(CAPTURE_UNIT_SRCS) $(COMMON_OBJS) -o $@ $(LDFLAGS) -pthread -ldl
+$(CAPT)/test_capture_queue: tests/capture/test_capture_queue.c capture/kcap_queue.c capture/kcap_names.c capture/kcap_size.c $(CAPTURE_UNIT_SRCS) $(FORMATS_LIB) $(wildcard capture/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(HDF5_CFLAGS) -Icapture -Itests tests/capture/test_capture_queue.c capture/kcap_queue.c capture/kcap_names.c capture/kcap_size.c \
+	  $(CAPTURE_UNIT_SRCS) $(FORMATS_LIB) $(COMMON_OBJS) -o $@ $(LDFLAGS) $(FORMATS_LIBS) -ldl \
+	  -Wl,--wrap=kcap_h5_lock,--wrap=kcap_h5_unlock # as libkcap.so: the queue's fork gate around libhdf5
+$(CAPT)/test_capture_arm_watch: tests/capture/test_capture_arm_watch.c capture/kcap_arm.c capture/kcap_names.c $(CAPTURE_UNIT_SRCS) $(wildcard capture/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Icapture -Itests tests/capture/test_capture_arm_watch.c capture/kcap_arm.c capture/kcap_names.c \
+	  $(CAPTURE_UNIT_SRCS) $(FORMATS_LIB) $(COMMON_OBJS) -o $@ $(LDFLAGS) $(FORMATS_LIBS) -ldl
 
 # the staging layout from the call descriptions, and its cache (no GPU)
 $(CAPT)/test_capture_layout: tests/capture/test_capture_layout.c capture/kcap_stage_layout.c capture/kcap_stage_layout.h $(FORMATS_LIB) $(COMMON_OBJS)
@@ -112,7 +128,8 @@ $(CAPT)/bench_dormant: tests/capture/bench_dormant.c $(CAPT)/libvattn_null.so
 
 ifeq ($(KCAP_FORMATS_READY),1)
 ALL_TARGETS += $(KCAP_LIB) $(CAPTURE_TEST_BINS)
-TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout tests/capture/test_capture_c.sh \
+TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout \
+         $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch tests/capture/test_capture_c.sh \
          tests/capture/test_capture_py.sh tests/capture/test_capture_select.sh \
          tests/capture/test_capture_arm.sh tests/capture/test_capture_faults.sh \
          tests/capture/test_capture_concurrency.sh tests/capture/test_capture_faults_host.sh \
@@ -121,7 +138,8 @@ TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_ca
          tests/capture/test_capture_layers.sh tests/capture/test_capture_extend.sh \
          tests/capture/test_capture_tags.sh tests/capture/test_capture_shadow.sh \
          tests/capture/test_capture_shadow_swap.sh
-ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout tests/capture/test_capture_c.sh \
+ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout \
+         $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch tests/capture/test_capture_c.sh \
               tests/capture/test_capture_faults_host.sh
 GPU_TESTS += tests/capture/test_capture_gpu.sh tests/capture/test_capture_gpu_long.sh tests/capture/test_capture_gpu_extend.sh \
              tests/capture/test_capture_gpu_faults.sh

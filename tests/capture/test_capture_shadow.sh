@@ -37,6 +37,10 @@ PY
 "$KCAP" replay "$T/p" --kernel "$CPU" >"$T/rp.out" 2>&1 && [ "$(grep -c bitwise "$T/rp.out")" -ge 6 ] &&
     ok "replay of shadow snapshots on the production library: bitwise against the production output" ||
     { cat "$T/rp.out"; fail "replay production"; }
+f=$(ls "$T"/p/*.h5 | head -1)
+"$KCAP" diff "$f" >"$T/diff.out" 2>&1
+[ $? = 1 ] && grep -q "^  o .*FAIL" "$T/diff.out" && grep -q "^  lse .*bitwise" "$T/diff.out" &&
+    ok "kcap diff FILE: candidate against production outputs, o differs, lse bitwise" || { cat "$T/diff.out"; fail "kcap diff of a shadow snapshot"; }
 "$KCAP" replay "$T/p" --kernel "$PERT" --ref none >/dev/null 2>&1
 [ $? = 1 ] && ok "replay of the same snapshots on the candidate: the same verdict offline (fails)" || fail "replay candidate"
 

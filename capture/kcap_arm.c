@@ -38,6 +38,9 @@ static pthread_mutex_t a_lock = PTHREAD_MUTEX_INITIALIZER;
 static int a_running;
 static char a_dir[PATH_MAX];
 static kcap_arm_handler a_handler; /* what a request does (the capture policy's) */
+static kcap_arm_cmd_handler a_shadow; /* shadow-mode requests (kcap shadow) */
+
+void kcap_arm_set_shadow_handler(kcap_arm_cmd_handler handler) { a_shadow = handler; }
 
 /* Write the reply atomically where `kcap arm` waits for it. */
 static void kcap_arm_reply(const char *nonce, const char *text)
@@ -64,7 +67,7 @@ static void kcap_arm_poll_file(void)
     if (fd < 0)
         return;
     struct stat st;
-    char buf[256];
+    char buf[512];
     ssize_t n = -1;
     const char *bad = NULL;
     if (fstat(fd, &st))
@@ -85,9 +88,9 @@ static void kcap_arm_poll_file(void)
         return;
     buf[n] = '\0';
     unsigned long long start = 0;
-    char nonce[24] = "", cmd[64] = "";
+    char nonce[24] = "", cmd[400] = "";
     int off = 0;
-    if (sscanf(buf, "start %llu\nnonce %16[0-9a-f]\n%40[^\n]", &start, nonce, cmd) != 3) {
+    if (sscanf(buf, "start %llu\nnonce %16[0-9a-f]\n%399[^\n]", &start, nonce, cmd) != 3) {
         kcap_log(KCAP_LOG_WARN, "ignored a malformed arm request in %s", path);
         return;
     }
@@ -101,7 +104,12 @@ static void kcap_arm_poll_file(void)
     int status_only = !strcmp(cmd, "status");
     off = !strcmp(cmd, "off");
     char reply[1024];
-    if (!status_only && !off &&
+    if (!strncmp(cmd, "shadow", 6)) {
+        if (a_shadow)
+            a_shadow(cmd, reply, sizeof reply);
+        else
+            snprintf(reply, sizeof reply, "error this process has no shadow mode\n");
+    } else if (!status_only && !off &&
         (strncmp(cmd, "count ", 6) || kcap_parse_u64(cmd + 6, &count) || !count)) {
         snprintf(reply, sizeof reply, "error malformed request '%.40s'\n", cmd);
     } else {

@@ -14,6 +14,10 @@
 typedef int (*kcap_arm_handler)(uint64_t count, int off, int status_only, char *reply, size_t n);
 /* Watch `dir` for this process's control file and answer each request through `handler`. */
 void kcap_arm_start(const char *dir, kcap_arm_handler handler);
+/* Requests whose command starts with "shadow" go to this handler instead (the command line
+ * as written, e.g. "shadow /abs/cand.so", "shadow-off", "shadow-status"). */
+typedef int (*kcap_arm_cmd_handler)(const char *cmd, char *reply, size_t n);
+void kcap_arm_set_shadow_handler(kcap_arm_cmd_handler handler);
 /* Temp and control files of dead processes older than this are removed at start. */
 #define KCAP_STALE_AGE_S 10
 void kcap_arm_atfork_child(void);

@@ -15,6 +15,7 @@
 #include "kcap_mem.h"
 #include "kcap_meta.h"
 #include "kcap_queue.h"
+#include "kcap_shadow.h"
 #include "kcap_size.h"
 #include "kcap_state.h"
 
@@ -104,6 +105,8 @@ int kcap_capture_one(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
         if (capturing || kcap_cfg()->gpu_async) {
             int status = 0;
             int h = kcap_gpu_capture(sl, a, ws, wsb, stream, seq, capturing, &status);
+            if (h != 1 && kcap_shadow_on())
+                kcap_shadow_skip_device();
             if (h != 1) {
                 kcap_dev_pop(&dc, saved_ctx);
                 /* dropped, or graph nodes (the device counts those): give the unit back;
@@ -179,6 +182,14 @@ int kcap_capture_one(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
     status = kcap_real(real, a, ws, wsb, stream);
     if (!rc && status == KCAP_CALL_OK)
         rc = kcap_call_record(d, a, KCAP_ARG_OUT, &cx->ops, snap, err);
+    /* shadow mode keeps only the calls where the candidate disagrees */
+    int shadow_agrees = 0;
+    if (!rc && status == KCAP_CALL_OK && kcap_shadow_on()) {
+        if (dev)
+            kcap_shadow_skip_device();
+        else
+            shadow_agrees = !kcap_shadow_judge(sl, a, snap, seq);
+    }
     if (dev) {
         if (!rc) {
             snap->meta.in_stream_capture = 0;
@@ -191,6 +202,13 @@ int kcap_capture_one(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
         kcap_fill_meta(sl, &snap->meta, seq);
     }
     atomic_ullong *drop = NULL;
+    if (shadow_agrees) {
+        free(cx);
+        kcap_snapshot_free(snap);
+        kcap_queue_unreserve(bound);
+        kcap_unreserve();
+        return status;
+    }
     if (status != KCAP_CALL_OK) {
         drop = &kcap_g_stats.skipped_invalid; /* the library rejected it: nothing to keep */
         kcap_log_once(&g_log_host_data, KCAP_LOG_INFO, "a %s call the library rejected (status "

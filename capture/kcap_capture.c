@@ -31,6 +31,7 @@
 #include "kcap_meta.h"
 #include "kcap_names.h"
 #include "kcap_queue.h"
+#include "kcap_shadow.h"
 #include "kcap_state.h"
 #include "kcap_tags.h"
 
@@ -70,6 +71,7 @@ static void kcap_atexit(void)
         kcap_log(KCAP_LOG_WARN, "exit: %d snapshots still pending after %d ms were abandoned",
                  left, g_cfg.flush_ms);
     kcap_stats_line("stats");
+    kcap_shadow_summary(g_cfg.dir);
 }
 
 static void kcap_register_atexit(void)
@@ -218,10 +220,16 @@ static void kcap_do_init_job(void *arg)
     if (cleaned)
         kcap_log(KCAP_LOG_INFO, "removed %d temp files of dead processes from %s", cleaned,
                  g_cfg.dir);
+    if (g_cfg.shadow[0]) /* the directory is final now: the summary goes there */
+        kcap_shadow_init(g_cfg.shadow, g_cfg.dir);
     pthread_atfork(kcap_fork_prepare, kcap_fork_parent, kcap_fork_child);
     kcap_register_atexit();
     kcap_queue_on_writer_ready(kcap_register_atexit); /* again once libhdf5 is up: ours first */
     kcap_budget_set_max(g_cfg.max);
+    if (g_cfg.shadow[0]) /* `kcap shadow PID` swaps or stops the candidate live */
+        kcap_arm_set_shadow_handler(kcap_shadow_request);
+    if (g_cfg.shadow[0] && !g_cfg.dormant)
+        kcap_arm_start(g_cfg.dir, kcap_arm_request);
     if (g_cfg.dormant) {
         kcap_budget_count_arming(1);
         kcap_set_mode(KCAP_M_DORMANT);

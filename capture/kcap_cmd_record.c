@@ -27,6 +27,8 @@ static void record_usage(FILE *f)
             "  --calls R       call numbers to capture, e.g. 0-9,100 (0-based)\n"
             "  --every N       capture every N-th call\n"
             "  --tags T        only calls the host tagged so (kcap_tag), e.g. layer=0-3;step=5\n"
+            "  --shadow CAND   shadow mode: run the candidate library CAND.so beside each\n"
+            "                  selected call and keep only the calls where it disagrees\n"
             "  --max N         stop after N snapshots\n"
             "  --max-bytes B   stop accepting snapshots past B bytes (K/M/G suffixes)\n"
             "  --dormant       start dormant; arm later with `kcap arm PID`\n"
@@ -131,6 +133,7 @@ int kcap_cmd_record(int argc, char **argv)
         {"max-bytes", required_argument, 0, 'B'},  {"queue-bytes", required_argument, 0, 'Q'},
         {"log", required_argument, 0, 'L'},        {"lib", required_argument, 0, 'l'},
         {"dormant", no_argument, 0, 'd'},          {"tags", required_argument, 0, 't'},
+        {"shadow", required_argument, 0, 'S'},
         KCAP_CLI_COMMON_OPTS};
     const char *dir = NULL, *lib = NULL;
     int verbosity = KCAP_NORMAL, log_given = 0, ch;
@@ -141,6 +144,14 @@ int kcap_cmd_record(int argc, char **argv)
         case 'o': dir = optarg; break;
         case 'l': lib = optarg; break;
         case 'd': setenv("KCAP_DORMANT", "1", 1); break;
+        case 'S':
+            if (access(optarg, R_OK)) {
+                kcap_cli_usage_error("record", "--shadow '%s' is not a readable kernel library",
+                                     optarg);
+                return 2;
+            }
+            setenv("KCAP_SHADOW", optarg, 1);
+            break;
         case 'h': record_usage(stdout); return 0;
         case 'q':
         case 'v': kcap_cli_verbosity(ch, &verbosity); break;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 int kcap_parse_u64(const char *s, uint64_t *out)
 {
@@ -149,6 +150,7 @@ void kcap_config_defaults(kcap_config *c)
     c->threads = 0;
     c->ring_bytes = 2ull << 30; /* bound; shrunk to what the device can spare (kcap_gpu.c) */
     c->gpu_async = 1;
+    c->shadow_per_shape = 4;
 }
 
 #define BAD(...)                                                                           \
@@ -197,6 +199,17 @@ int kcap_config_parse(kcap_config *c, kcap_getenv_fn get, void *ud, char *why, s
         kcap_parse_tag_filters(v, c->tag_filters, KCAP_MAX_TAG_FILTERS, &c->ntag_filters))
         BAD("KCAP_TAGS='%.64s' is not up to %d terms key=ranges separated by ';' (e.g. "
             "layer=0-3;step=100-199; keys of letters, digits, '_' and '.')", v, KCAP_MAX_TAG_FILTERS);
+    if ((v = get("KCAP_SHADOW", ud)) && *v) {
+        if (strlen(v) >= sizeof c->shadow || access(v, R_OK))
+            BAD("KCAP_SHADOW=%.200s is not a readable kernel library (the candidate of shadow "
+                "mode)", v);
+        snprintf(c->shadow, sizeof c->shadow, "%s", v);
+    }
+    if ((v = get("KCAP_SHADOW_PER_SHAPE", ud)) && *v) {
+        if (kcap_parse_u64(v, &u) || !u || u > 1000000)
+            BAD("KCAP_SHADOW_PER_SHAPE='%.64s' is not a count of snapshots (1..1000000)", v);
+        c->shadow_per_shape = (long)u;
+    }
     if ((v = get("KCAP_EVERY", ud)) && *v) {
         if (kcap_parse_u64(v, &u) || u == 0)
             BAD("KCAP_EVERY='%.64s' is not a positive integer", v);

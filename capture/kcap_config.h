@@ -45,6 +45,8 @@ typedef struct kcap_config {
     int gpu_async;           /* KCAP_GPU_MODE=async (zero-stall, default) | sync */
     char run_id[20];         /* KCAP_RUN_ID; "" = 8 random hex digits drawn at start */
     int ntag_filters;        /* KCAP_TAGS=key=ranges[;key=ranges]: all must match */
+    char shadow[PATH_MAX];   /* KCAP_SHADOW: candidate library (shadow mode); "" = off */
+    long shadow_per_shape;   /* KCAP_SHADOW_PER_SHAPE: divergent snapshots kept per shape */
     kcap_tag_filter tag_filters[KCAP_MAX_TAG_FILTERS];
 } kcap_config;
 

@@ -10,9 +10,11 @@
 # the library still builds and uses plain copies on the device.
 
 KCAP_LIB := $(LIB)/libkcap.so
-CAPTURE_SRCS := kcap_interpose kcap_capture kcap_state kcap_tags kcap_budget kcap_queue kcap_arm kcap_mem kcap_gpu kcap_gpu_drain kcap_stage_layout \
+CAPTURE_SRCS := kcap_interpose kcap_capture kcap_shadow kcap_state kcap_tags kcap_budget kcap_queue kcap_arm kcap_mem kcap_gpu kcap_gpu_drain kcap_stage_layout \
                 kcap_ring kcap_config kcap_log kcap_meta kcap_names kcap_size kcap_callrec
-CAPTURE_OBJS := $(patsubst %,$(OBJ)/capture/%.o,$(CAPTURE_SRCS)) $(OBJ)/capture/kcap_ptx.o
+# shadow mode judges with replay's comparison rules (one definition of "correct")
+CAPTURE_OBJS := $(patsubst %,$(OBJ)/capture/%.o,$(CAPTURE_SRCS)) $(OBJ)/capture/kcap_ptx.o \
+                $(OBJ)/replay/kcap_compare.o
 # formats/module.mk defines FORMATS_LIB once it can build it; until then nothing here that
 # links it is part of `make all` (keeps the tree green for everyone).
 KCAP_FORMATS_READY := $(if $(FORMATS_LIB),1,)
@@ -49,6 +51,7 @@ $(KCAP_LIB): $(CAPTURE_OBJS) $(FORMATS_LIB) $(COMMON_OBJS) $(KCAP_MAP)
 	  $(HDF5_LIBS) -lzstd -ldl -lm
 
 KCAP_CLI_OBJS += $(OBJ)/capture/kcap_cmd_record.o $(OBJ)/capture/kcap_cmd_arm.o \
+                 $(OBJ)/capture/kcap_cmd_shadow.o $(OBJ)/capture/kcap_arm_client.o \
                  $(OBJ)/capture/kcap_config_cli.o $(OBJ)/capture/kcap_names_cli.o
 
 # the CLI gets its own copy of the parsers (default visibility, no libkcap internals)
@@ -64,7 +67,8 @@ $(OBJ)/capture/kcap_names_cli.o: capture/kcap_names.c
 CAPT := $(TBIN)/capture
 CAPTURE_TEST_BINS := $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/capture_client \
                      $(CAPT)/snapcmp $(CAPT)/libvattn_null.so $(CAPT)/bench_dormant \
-                     $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout $(CAPT)/badargs_client
+                     $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout $(CAPT)/badargs_client \
+                     $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch
 $(CAPT)/test_capture_config: tests/capture/test_capture_config.c $(OBJ)/capture/kcap_config_cli.o
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS)
@@ -73,6 +77,21 @@ $(CAPT)/test_capture_config: tests/capture/test_capture_config.c $(OBJ)/capture/
 $(CAPT)/test_capture_budget: tests/capture/test_capture_budget.c capture/kcap_budget.c capture/kcap_budget.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Icapture tests/capture/test_capture_budget.c capture/kcap_budget.c -o $@ $(LDFLAGS) -pthread
+
+# the process-wide state, the queue + writer and the arming watcher on their own
+CAPTURE_UNIT_SRCS := capture/kcap_state.c capture/kcap_budget.c capture/kcap_log.c capture/kcap_config.c
+$(CAPT)/test_capture_state: tests/capture/test_capture_state.c $(CAPTURE_UNIT_SRCS) $(wildcard capture/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Icapture -Itests tests/capture/test_capture_state.c $(CAPTURE_UNIT_SRCS) $(COMMON_OBJS) -o $@ $(LDFLAGS) -pthread -ldl
+$(CAPT)/test_capture_queue: tests/capture/test_capture_queue.c capture/kcap_queue.c capture/kcap_names.c capture/kcap_size.c $(CAPTURE_UNIT_SRCS) $(FORMATS_LIB) $(wildcard capture/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(HDF5_CFLAGS) -Icapture -Itests tests/capture/test_capture_queue.c capture/kcap_queue.c capture/kcap_names.c capture/kcap_size.c \
+	  $(CAPTURE_UNIT_SRCS) $(FORMATS_LIB) $(COMMON_OBJS) -o $@ $(LDFLAGS) $(FORMATS_LIBS) -ldl \
+	  -Wl,--wrap=kcap_h5_lock,--wrap=kcap_h5_unlock # as libkcap.so: the queue's fork gate around libhdf5
+$(CAPT)/test_capture_arm_watch: tests/capture/test_capture_arm_watch.c capture/kcap_arm.c capture/kcap_names.c $(CAPTURE_UNIT_SRCS) $(wildcard capture/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Icapture -Itests tests/capture/test_capture_arm_watch.c capture/kcap_arm.c capture/kcap_names.c \
+	  $(CAPTURE_UNIT_SRCS) $(FORMATS_LIB) $(COMMON_OBJS) -o $@ $(LDFLAGS) $(FORMATS_LIBS) -ldl
 
 # the staging layout from the call descriptions, and its cache (no GPU)
 $(CAPT)/test_capture_layout: tests/capture/test_capture_layout.c capture/kcap_stage_layout.c capture/kcap_stage_layout.h $(FORMATS_LIB) $(COMMON_OBJS)
@@ -109,15 +128,18 @@ $(CAPT)/bench_dormant: tests/capture/bench_dormant.c $(CAPT)/libvattn_null.so
 
 ifeq ($(KCAP_FORMATS_READY),1)
 ALL_TARGETS += $(KCAP_LIB) $(CAPTURE_TEST_BINS)
-TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout tests/capture/test_capture_c.sh \
+TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout \
+         $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch tests/capture/test_capture_c.sh \
          tests/capture/test_capture_py.sh tests/capture/test_capture_select.sh \
          tests/capture/test_capture_arm.sh tests/capture/test_capture_faults.sh \
          tests/capture/test_capture_concurrency.sh tests/capture/test_capture_faults_host.sh \
          tests/capture/test_capture_faults_files.sh tests/capture/test_capture_faults_load.sh \
          tests/capture/test_capture_arm_misuse.sh tests/capture/test_capture_log_pipe.sh \
          tests/capture/test_capture_layers.sh tests/capture/test_capture_extend.sh \
-         tests/capture/test_capture_tags.sh
-ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout tests/capture/test_capture_c.sh \
+         tests/capture/test_capture_tags.sh tests/capture/test_capture_shadow.sh \
+         tests/capture/test_capture_shadow_swap.sh
+ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout \
+         $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch tests/capture/test_capture_c.sh \
               tests/capture/test_capture_faults_host.sh
 GPU_TESTS += tests/capture/test_capture_gpu.sh tests/capture/test_capture_gpu_long.sh tests/capture/test_capture_gpu_extend.sh \
              tests/capture/test_capture_gpu_faults.sh

@@ -18,6 +18,7 @@ int kcap_cmd_check(int argc, char **argv);
 int kcap_cmd_ls(int argc, char **argv);
 int kcap_cmd_record(int argc, char **argv);
 int kcap_cmd_arm(int argc, char **argv);
+int kcap_cmd_shadow(int argc, char **argv); /* capture/kcap_cmd_shadow.c */
 int kcap_cmd_replay(int argc, char **argv);
 int kcap_cmd_diff(int argc, char **argv);
 int kcap_cmd_dump(int argc, char **argv);   /* replay/kcap_cmd_dump.c */

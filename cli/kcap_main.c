@@ -19,6 +19,7 @@ typedef struct {
 static const kcap_command commands[] = {
     {"record", kcap_cmd_record, "run a command with libkcap.so preloaded, snapshotting its calls"},
     {"arm", kcap_cmd_arm, "arm a running, dormant process to capture its next calls"},
+    {"shadow", kcap_cmd_shadow, "swap, stop or show the candidate kernel of a shadow-mode process"},
     {"info", kcap_cmd_info, "show a snapshot's metadata, tensors and compression"},
     {"check", kcap_cmd_check, "fully validate snapshot files or directories"},
     {"ls", kcap_cmd_ls, "list the snapshots in a directory"},

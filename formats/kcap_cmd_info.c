@@ -106,7 +106,8 @@ static void print_json(const char *path, const kcap_snapshot *s, const size_t *s
         printf("%s\n    {\"name\": ", i ? "," : "");
         jstr(t->name);
         printf(", \"dir\": \"%s\", \"dtype\": \"%s\", \"shape\": ",
-               t->dir == KCAP_DIR_IN ? "in" : "out", kcap_dtype_name(t->dtype));
+               t->dir == KCAP_DIR_IN ? "in" : t->dir == KCAP_DIR_OUT ? "out" : "candidate",
+               kcap_dtype_name(t->dtype));
         jarr(t->ndim, t->shape);
         if (t->has_strides) {
             printf(", \"strides\": ");
@@ -157,7 +158,8 @@ static void print_text(const char *path, const kcap_snapshot *s, const size_t *s
             kcap_fmt_shape(str, sizeof str, t->ndim, t->strides);
         kcap_fmt_bytes(b1, sizeof b1, t->nbytes);
         kcap_fmt_bytes(b2, sizeof b2, stored[i]);
-        printf("  %-4s %-12s %-9s %-16s %-18s %12s %12s %7.2f\n", t->dir == KCAP_DIR_IN ? "in" : "out",
+        printf("  %-4s %-12s %-9s %-16s %-18s %12s %12s %7.2f\n",
+               t->dir == KCAP_DIR_IN ? "in" : t->dir == KCAP_DIR_OUT ? "out" : "cand",
                safe(t->name), kcap_dtype_name(t->dtype), sh, str, b1, b2,
                stored[i] ? (double)t->nbytes / (double)stored[i] : 0.0);
         raw += t->nbytes;

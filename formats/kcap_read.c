@@ -305,7 +305,7 @@ out:
 static int read_tensors(kcap_rctx *r, hid_t f, kcap_snapshot *s, kcap_dir dir, size_t **stored,
                         int *nstored, rowh *rh)
 {
-    const char *gname = dir == KCAP_DIR_IN ? "inputs" : "outputs";
+    const char *gname = kcap_dir_group(dir);
     char gfull[16];
     snprintf(gfull, sizeof gfull, "/%s", gname);
     int rc = KCAP_OK;
@@ -458,6 +458,9 @@ int kcap_read_fd(int fd, const char *path, int mode, kcap_snapshot **out, size_t
         rc = read_tensors(&r, f, s, KCAP_DIR_IN, stored ? &st : NULL, &nst, rh);
     if (rc == KCAP_OK)
         rc = read_tensors(&r, f, s, KCAP_DIR_OUT, stored ? &st : NULL, &nst, rh);
+    /* shadow-mode snapshots (format 1.2) add the candidate kernel's outputs */
+    if (rc == KCAP_OK && H5Lexists(f, "candidate", H5P_DEFAULT) > 0)
+        rc = read_tensors(&r, f, s, KCAP_DIR_CAND, stored ? &st : NULL, &nst, rh);
     if (f >= 0)
         H5Fclose(f);
     H5Eclear2(H5E_DEFAULT);

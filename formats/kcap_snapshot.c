@@ -110,11 +110,16 @@ int kcap_snapshot_add_float(kcap_snapshot *s, const char *name, double v)
     return add_scalar(s, name, KCAP_SC_FLOAT, 0, v);
 }
 
+const char *kcap_dir_group(kcap_dir dir)
+{
+    return dir == KCAP_DIR_IN ? "inputs" : dir == KCAP_DIR_OUT ? "outputs" : "candidate";
+}
+
 int kcap_snapshot_add_tensor(kcap_snapshot *s, const char *name, kcap_dir dir, kcap_dtype dt,
                              int ndim, const int64_t *shape, const int64_t *strides_or_null,
                              void *borrow, void **data)
 {
-    if (!s || !name_ok(name) || (dir != KCAP_DIR_IN && dir != KCAP_DIR_OUT) ||
+    if (!s || !name_ok(name) || (dir != KCAP_DIR_IN && dir != KCAP_DIR_OUT && dir != KCAP_DIR_CAND) ||
         !kcap_dtype_size(dt) || ndim < 0 || ndim > KCAP_MAX_DIMS || (ndim && !shape) ||
         kcap_snapshot_tensor(s, name, dir))
         return KCAP_ERR_ARG;

@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 #define KCAP_FORMAT_MAJOR 1
-#define KCAP_FORMAT_MINOR 1
+#define KCAP_FORMAT_MINOR 2
 #define KCAP_MAX_DIMS 4
 #define KCAP_NAME_MAX 64
 
@@ -40,7 +40,11 @@ size_t kcap_dtype_size(kcap_dtype dt);          /* 0 for invalid */
 const char *kcap_dtype_name(kcap_dtype dt);     /* "bfloat16", "float16", "float32", ... */
 kcap_dtype kcap_dtype_from_name(const char *s); /* KCAP_DT_INVALID if unknown */
 
-typedef enum kcap_dir { KCAP_DIR_IN = 1, KCAP_DIR_OUT = 2 } kcap_dir;
+/* IN: /inputs, OUT: /outputs (what the call returned), CAND: /candidate (format 1.2: what a
+ * candidate kernel returned on the same inputs in shadow mode; same names as outputs). */
+typedef enum kcap_dir { KCAP_DIR_IN = 1, KCAP_DIR_OUT = 2, KCAP_DIR_CAND = 3 } kcap_dir;
+/* The group of a direction: "inputs", "outputs", "candidate". */
+const char *kcap_dir_group(kcap_dir dir);
 
 typedef struct kcap_tensor {
     char name[KCAP_NAME_MAX]; /* argument name from the call description, e.g. "q" */

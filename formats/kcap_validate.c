@@ -95,13 +95,22 @@ int kcap_call_validate_ex(const kcap_call_desc *d, const kcap_snapshot *s, int h
         if (!find_arg(d, s->scalars[i].name, 0, 0))
             return kcap_error_set(err, KCAP_ERR_CORRUPT, "/scalars/%s: not an argument of %s",
                                   s->scalars[i].name, d->name);
-    for (int i = 0; i < s->ntensors; i++)
-        if (!find_arg(d, s->tensors[i].name, 1, s->tensors[i].dir))
+    for (int i = 0; i < s->ntensors; i++) {
+        const kcap_tensor *t = &s->tensors[i];
+        if (t->dir == KCAP_DIR_CAND) {
+            /* a candidate output mirrors the production output of the same name */
+            const kcap_tensor *o = kcap_snapshot_tensor(s, t->name, KCAP_DIR_OUT);
+            if (!o || o->dtype != t->dtype || o->ndim != t->ndim ||
+                memcmp(o->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim))
+                return kcap_error_set(err, KCAP_ERR_CORRUPT, "/candidate/%s: no output of the "
+                                      "same name, dtype and shape", t->name);
+            continue;
+        }
+        if (!find_arg(d, t->name, 1, t->dir))
             return kcap_error_set(err, KCAP_ERR_CORRUPT, "/%s/%s: not a%s tensor of %s",
-                                  s->tensors[i].dir == KCAP_DIR_IN ? "inputs" : "outputs",
-                                  s->tensors[i].name,
-                                  s->tensors[i].dir == KCAP_DIR_IN ? "n input" : "n output",
-                                  d->name);
+                                  kcap_dir_group(t->dir), t->name,
+                                  t->dir == KCAP_DIR_IN ? "n input" : "n output", d->name);
+    }
     for (int i = 0; i < d->nargs; i++) {
         const kcap_arg_desc *a = &d->args[i];
         if (a->kind == KCAP_ARG_IGNORED)

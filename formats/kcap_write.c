@@ -448,15 +448,19 @@ static int write_hdf5(wctx *c, const kcap_snapshot *s, const char *h5name)
         kcap_h5_errsave(); /* H5Pclose clears the error stack */
     H5Pclose(fcpl);
     H5Pclose(fapl);
-    hid_t g[3] = {-1, -1, -1};
+    hid_t g[4] = {-1, -1, -1, -1};
     if (f < 0) {
         rc = h5fail(c, "creating the HDF5 file", NULL);
         kcap_h5_unlock();
         return rc;
     }
     rc = write_meta(c, f, &s->meta);
-    const char *gn[3] = {"scalars", "inputs", "outputs"};
-    for (int i = 0; i < 3 && rc == KCAP_OK; i++)
+    const char *gn[4] = {"scalars", "inputs", "outputs", "candidate"};
+    int ngroups = 3; /* /candidate only in shadow-mode snapshots */
+    for (int i = 0; i < s->ntensors; i++)
+        if (s->tensors[i].dir == KCAP_DIR_CAND)
+            ngroups = 4;
+    for (int i = 0; i < ngroups && rc == KCAP_OK; i++)
         if ((g[i] = make_group(f, gn[i])) < 0)
             rc = h5fail(c, "creating the group", gn[i]);
     for (int i = 0; i < s->nscalars && rc == KCAP_OK; i++)
@@ -464,11 +468,11 @@ static int write_hdf5(wctx *c, const kcap_snapshot *s, const char *h5name)
     kcap_h5_unlock();
     for (int i = 0; i < s->ntensors && rc == KCAP_OK; i++) {
         const kcap_tensor *t = &s->tensors[i];
-        int gi = t->dir == KCAP_DIR_OUT ? 2 : 1;
+        int gi = t->dir == KCAP_DIR_CAND ? 3 : t->dir == KCAP_DIR_OUT ? 2 : 1;
         rc = write_tensor(c, g[gi], t, gn[gi]);
     }
     kcap_h5_lock();
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (g[i] >= 0)
             H5Gclose(g[i]);
     if (H5Fclose(f) < 0 && rc == KCAP_OK)

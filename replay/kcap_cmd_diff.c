@@ -95,6 +95,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: kcap diff A B [--atol A] [--rtol R] [--lse-atol A] [--lse-rtol R]\n"
             "                 [--json FILE] [--junit FILE] [-q|-v]\n"
+            "       kcap diff FILE [options]     a shadow-mode snapshot: the candidate's outputs\n"
+            "                                    (a) against the production outputs (b)\n"
             "\n"
             "Compares two snapshots tensor by tensor (inputs and outputs) with the metrics of\n"
             "kcap replay (B is the reference side), and lists scalar and metadata differences.\n"
@@ -219,6 +221,47 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* A shadow-mode file read twice: side a keeps the candidate's outputs (as its outputs),
+ * side b the production outputs; the other set is taken out of each side. 0 (reason in res)
+ * when the file holds no candidate outputs. */
+static int candidate_sides(const char *path, kcap_snapshot *a, kcap_snapshot *b,
+                           kcap_diff_result *res)
+{
+    int n = 0;
+    for (int i = 0; i < a->ntensors; i++)
+        n += a->tensors[i].dir == KCAP_DIR_CAND;
+    if (!n) {
+        snprintf(res->error, sizeof res->error, "%s: no /candidate outputs (not a shadow-mode "
+                 "snapshot): give two files A B", path);
+        return 0;
+    }
+    int k = 0;
+    for (int i = 0; i < a->ntensors; i++) {
+        kcap_tensor *t = &a->tensors[i];
+        if (t->dir == KCAP_DIR_OUT) {
+            if (t->owned) /* out of the way, freed here */
+                free(t->data);
+            continue;
+        }
+        if (t->dir == KCAP_DIR_CAND)
+            t->dir = KCAP_DIR_OUT;
+        a->tensors[k++] = *t;
+    }
+    a->ntensors = k;
+    k = 0;
+    for (int i = 0; i < b->ntensors; i++) {
+        kcap_tensor *t = &b->tensors[i];
+        if (t->dir == KCAP_DIR_CAND) {
+            if (t->owned)
+                free(t->data);
+            continue;
+        }
+        b->tensors[k++] = *t;
+    }
+    b->ntensors = k;
+    return 1;
+}
+
 int kcap_diff_pair(const char *pa, const char *pb, const kcap_diff_opts *o, FILE *table,
                    FILE *json, kcap_diff_result *res)
 {
@@ -230,6 +273,12 @@ int kcap_diff_pair(const char *pa, const char *pb, const kcap_diff_opts *o, FILE
         if (!strstr(err.msg, a ? pb : pa))
             kcap_error_prefix(&err, "%s", a ? pb : pa);
         snprintf(res->error, sizeof res->error, "%s", err.msg);
+        kcap_snapshot_free(a);
+        kcap_snapshot_free(b);
+        res->wall_ms = now_ms() - t0;
+        return res->status = 2;
+    }
+    if (o->candidate && !candidate_sides(pa, a, b, res)) {
         kcap_snapshot_free(a);
         kcap_snapshot_free(b);
         res->wall_ms = now_ms() - t0;
@@ -490,7 +539,9 @@ int kcap_cmd_diff(int argc, char **argv)
         if (bad)
             return 2;
     }
-    if (argc - optind != 2) {
+    if (argc - optind == 1 && !is_dir(argv[optind])) {
+        o.candidate = 1; /* one file: its two output sets */
+    } else if (argc - optind != 2) {
         if (argc - optind > 2)
             kcap_cli_usage_error("diff", "two paths A B, not %d", argc - optind);
         else
@@ -509,7 +560,7 @@ int kcap_cmd_diff(int argc, char **argv)
         fprintf(stderr, "kcap diff: out of memory\n");
         return 2;
     }
-    const char *pa = argv[optind], *pb = argv[optind + 1];
+    const char *pa = argv[optind], *pb = argv[optind + (o.candidate ? 0 : 1)];
     int da = is_dir(pa), db = is_dir(pb), rc;
     if (da != db) {
         fprintf(stderr, "kcap diff: %s is a %s but %s is not: compare two files or two "

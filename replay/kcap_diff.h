@@ -20,6 +20,8 @@ typedef struct kcap_diff_opts {
     const char *json;   /* --json FILE or "-" (NULL: none) */
     const char *junit;  /* --junit FILE or "-" */
     FILE *out;          /* the human-readable table */
+    int candidate;      /* one shadow-mode file: its /candidate outputs (a) against its
+                           production outputs (b) */
 } kcap_diff_opts;
 
 /* What one pair came to: the exit status of a single diff and its worst tensor. */

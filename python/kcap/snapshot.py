@@ -12,7 +12,7 @@ import numpy as np
 from . import _native
 from .dtypes import as_float, numpy_dtype
 
-DIR_IN, DIR_OUT = 1, 2
+DIR_IN, DIR_OUT, DIR_CAND = 1, 2, 3
 
 
 class SnapshotError(Exception):
@@ -54,6 +54,8 @@ class Snapshot:
         self.bf16 = bf16
         self.inputs = {t.name: self._view(t) for t in tensors if t.direction == "in"}
         self.outputs = {t.name: self._view(t) for t in tensors if t.direction == "out"}
+        # shadow mode: what the candidate kernel returned on the same inputs (format 1.2)
+        self.candidate = {t.name: self._view(t) for t in tensors if t.direction == "candidate"}
 
     def _view(self, t):
         a = self._raw[(t.direction, t.name)]
@@ -156,7 +158,7 @@ def _read_tensors(lib, h):
         lib.kcap_export_tensor_at(h, i, ctypes.byref(et))
         shape = tuple(int(et.shape[d]) for d in range(et.ndim))
         strides = tuple(int(et.strides[d]) for d in range(et.ndim)) if et.has_strides else None
-        direction = "in" if et.dir == DIR_IN else "out"
+        direction = {DIR_IN: "in", DIR_OUT: "out", DIR_CAND: "candidate"}.get(et.dir, "out")
         t = TensorInfo(et.name.decode(), direction, et.dtype.decode(), shape, strides)
         dt = numpy_dtype(t.dtype)
         if et.nbytes:

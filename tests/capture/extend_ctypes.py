@@ -5,7 +5,8 @@ slots in a shuffled pool, draft rows in k_extend, a custom mask on odd calls), p
 hash line per call of what came back (status, o, lse) so a run under libkcap can be compared
 with a bare one.
 
-usage: extend_ctypes.py LIB [--calls N] [--seed S] [--tag]
+usage: extend_ctypes.py LIB [--calls N] [--seed S] [--tag] [--shape BS,H,Q,PREFIX]
+  --shape  every call of this one geometry (every request at the full prefix), new data each
   --tag  before call i: kcap.tag("layer", i % 4) and kcap.tag("step", i // 4), as a serving
          backend tags its calls (a no-op without libkcap.so).
 """
@@ -28,10 +29,14 @@ def bf16(rng, n):
     return (f.view(np.uint32) >> 16).astype(np.uint16)
 
 
-def one_call(lib, rng, masked):
-    bs, q, H = int(rng.integers(1, 4)), int(rng.integers(1, 7)), int(rng.integers(1, 9))
+def one_call(lib, rng, masked, shape=None):
+    if shape:
+        bs, H, q, p = shape
+        prefix = np.full(bs, p)
+    else:
+        bs, q, H = int(rng.integers(1, 4)), int(rng.integers(1, 7)), int(rng.integers(1, 9))
+        prefix = rng.integers(0, 120, bs)
     T = bs * q
-    prefix = rng.integers(0, 120, bs)
     kvp = np.zeros(bs + 1, np.int32)
     kvp[1:] = np.cumsum(prefix)
     slots = int(kvp[-1]) + 64
@@ -71,6 +76,7 @@ def main():
     ap.add_argument("--calls", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--tag", action="store_true")
+    ap.add_argument("--shape", default=None)
     args = ap.parse_args()
     lib = Library(args.lib)
     rng = np.random.default_rng(args.seed)
@@ -79,7 +85,8 @@ def main():
         if args.tag:
             kcap.tag("layer", i % 4)
             kcap.tag("step", i // 4)
-        st, h = one_call(lib, rng, masked=i % 2 == 1)
+        shape = tuple(int(x) for x in args.shape.split(",")) if args.shape else None
+        st, h = one_call(lib, rng, masked=i % 2 == 1, shape=shape)
         print("call %d status %d %s" % (i, st, h))
         bad |= st != 0
     return 1 if bad else 0

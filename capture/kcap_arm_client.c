@@ -1,0 +1,190 @@
+/*
+ * kcap_arm_client.c — the requesting side of libkcap's control channel, shared by `kcap arm`
+ * and `kcap shadow`: a one-line command for one running process, written atomically
+ * (temp + rename) as ".kcap-arm-PID" into its capture directory (its KCAP_DIR from
+ * /proc/PID/environ unless given) and naming the target's start time (/proc/PID/stat field
+ * 22), so it can only ever reach that process; the target answers ".kcap-ack-PID.<nonce>" with
+ * "ok ..." or "error ..." and its counters. Cases the answer cannot come from are refused up
+ * front (no libkcap, not listening, a relative KCAP_DIR, a directory other users can write,
+ * another user's process); an unanswered request is withdrawn, never left behind.
+ */
+#include "kcap_arm_client.h"
+#include "kcap_arm.h"
+#include "kcap_config.h"
+#include "kcap_cli.h"
+#include "kcap_names.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int kcap_env_of_pid(long pid, const char *name, char *out, size_t n)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/environ", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t nl = strlen(name);
+    static char buf[1 << 20];
+    size_t got = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    for (size_t i = 0; i < got;) {
+        const char *e = buf + i;
+        size_t len = strnlen(e, got - i);
+        if (len > nl && !strncmp(e, name, nl) && e[nl] == '=') {
+            snprintf(out, n, "%s", e + nl + 1);
+            return 0;
+        }
+        i += len + 1;
+    }
+    return -1;
+}
+
+static int pid_has_libkcap(long pid)
+{
+    char path[64], line[4096];
+    snprintf(path, sizeof path, "/proc/%ld/maps", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, "libkcap") != NULL;
+    fclose(f);
+    return found;
+}
+
+/* Print the target's answer (an "ok" one not at all when quiet); 0 for "ok". */
+static int show_reply(const char *who, long pid, const char *txt, int quiet)
+{
+    const char *nl = strchr(txt, '\n');
+    int ok = !strncmp(txt, "ok ", 3);
+    if (ok && quiet)
+        return 0;
+    const char *msg = ok ? txt + 3 : !strncmp(txt, "error ", 6) ? txt + 6 : txt;
+    int line = nl ? (int)(nl - msg) : (int)strlen(msg);
+    fprintf(ok ? stdout : stderr, "%s: process %ld: %.*s\n", who, pid, line, msg);
+    if (nl && nl[1])
+        fprintf(ok ? stdout : stderr, "%s: process %ld counters: %s", who, pid, nl + 1);
+    return ok ? 0 : 1;
+}
+
+int kcap_arm_send(const char *who, long pid, const char *dir, const char *need,
+                  const char *cmd, uint64_t wait_s, int verbosity)
+{
+    int has = pid_has_libkcap(pid);
+    if (has < 0) {
+        fprintf(stderr, "%s: no process %ld (or not ours to inspect)\n", who, pid);
+        return 1;
+    }
+    if (!has) {
+        fprintf(stderr, "%s: process %ld has no libkcap.so loaded (start it with "
+                        "kcap record --dormant)\n", who, pid);
+        return 1;
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld", pid);
+    struct stat pst;
+    if (stat(path, &pst) || (pst.st_uid != geteuid() && geteuid() != 0)) {
+        fprintf(stderr, "%s: process %ld belongs to uid %ld; only that user or root may "
+                        "arm it\n", who, pid, (long)pst.st_uid);
+        return 1;
+    }
+    char dm[PATH_MAX];
+    int on = 0;
+    if (!strcmp(need, "KCAP_DORMANT") ? kcap_env_of_pid(pid, need, dm, sizeof dm) || kcap_parse_bool(dm, &on) || !on
+                                      : kcap_env_of_pid(pid, need, dm, sizeof dm) || !dm[0]) {
+        if (!strcmp(need, "KCAP_DORMANT"))
+            fprintf(stderr, "%s: process %ld was not started dormant (KCAP_DORMANT=1, kcap "
+                            "record --dormant): it captures per its KCAP_* settings and cannot "
+                            "be armed\n", who, pid);
+        else
+            fprintf(stderr, "%s: process %ld was not started in shadow mode (KCAP_SHADOW=CAND.so, "
+                            "kcap record --shadow): it does not listen for shadow requests\n",
+                    who, pid);
+        return 1;
+    }
+    char d[4096];
+    if (dir)
+        snprintf(d, sizeof d, "%s", dir);
+    else if (kcap_env_of_pid(pid, "KCAP_DIR", d, sizeof d)) {
+        fprintf(stderr, "%s: cannot read KCAP_DIR of process %ld; pass --dir\n", who, pid);
+        return 1;
+    } else if (d[0] != '/') {
+        fprintf(stderr, "%s: process %ld has a relative KCAP_DIR '%s' (relative to its "
+                        "start directory); pass --dir with the absolute path\n", who, pid, d);
+        return 1;
+    }
+    struct stat dst;
+    if (stat(d, &dst) || !S_ISDIR(dst.st_mode)) {
+        fprintf(stderr, "%s: %s: not a directory\n", who, d);
+        return 1;
+    }
+    if (dst.st_mode & (S_IWGRP | S_IWOTH)) {
+        fprintf(stderr, "%s: %s is writable by other users (mode %04o): libkcap refuses "
+                        "such a directory, so process %ld is not capturing\n", who, d,
+                        (unsigned)(dst.st_mode & 07777), pid);
+        return 1;
+    }
+    unsigned long long start = kcap_proc_start_time(pid);
+    uint32_t r = 0;
+    if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+        r = (uint32_t)time(NULL) ^ (uint32_t)getpid() << 12;
+    char nonce[16];
+    snprintf(nonce, sizeof nonce, "%08x", r);
+
+    char tmp[4200], fin[4200], ack[4200];
+    snprintf(fin, sizeof fin, "%s/" KCAP_ARM_FILE_FMT, d, pid);
+    snprintf(tmp, sizeof tmp, "%s/.kcap-arm-tmp-%ld-%s", d, (long)getpid(), nonce);
+    snprintf(ack, sizeof ack, "%s/.kcap-ack-%ld.%s", d, pid, nonce);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", who, tmp, strerror(errno));
+        return 1;
+    }
+    char msg[KCAP_ARM_REQUEST_MAX];
+    int n = snprintf(msg, sizeof msg, "start %llu\nnonce %s\n%s\n", start, nonce, cmd);
+    if (write(fd, msg, (size_t)n) != n || close(fd) || rename(tmp, fin)) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", who, fin, strerror(errno));
+        unlink(tmp);
+        return 1;
+    }
+    if (verbosity == KCAP_VERBOSE)
+        printf("%s: request %s written; waiting up to %llu s for %s\n", who, fin,
+               (unsigned long long)wait_s, ack);
+    for (uint64_t ms = 0; ms <= wait_s * 1000; ms += 20) {
+        int afd = open(ack, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (afd >= 0) {
+            struct stat ast;
+            char txt[2048];
+            ssize_t got = -1;
+            if (!fstat(afd, &ast) && S_ISREG(ast.st_mode) && ast.st_uid == pst.st_uid)
+                got = read(afd, txt, sizeof txt - 1);
+            close(afd);
+            unlink(ack);
+            if (got <= 0) {
+                fprintf(stderr, "%s: unreadable answer in %s\n", who, ack);
+                return 1;
+            }
+            txt[got] = '\0';
+            return show_reply(who, pid, txt, verbosity == KCAP_QUIET);
+        }
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    int taken = access(fin, F_OK) != 0;
+    unlink(fin); /* withdrawn: a request must not outlive this command */
+    fprintf(stderr, "%s: process %ld did not answer within %llu s%s; nothing was armed "
+                    "(a dormant process starts listening at its first verify call; a process "
+                    "whose KCAP_DIR is not %s or whose capture failed to start cannot answer)\n", who, pid, (unsigned long long)wait_s, taken ? " (the request was taken)" : "", d);
+    return 1;
+}

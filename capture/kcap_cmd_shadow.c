@@ -1,0 +1,155 @@
+/*
+ * kcap_cmd_shadow.c — `kcap shadow PID CAND.so [--force] | --off | --status`: start or swap
+ * the candidate kernel of a process running in shadow mode (KCAP_SHADOW / kcap record
+ * --shadow), stop it, or print its live summary — without restarting the process.
+ *
+ * A new candidate is first replayed (`kcap replay`, a process of its own) against the
+ * snapshots already in the capture directory — the divergences shadow mode kept, golden
+ * cases copied there — and refused when it fails them, unless --force: a candidate that
+ * crashes or corrupts the CUDA context cannot be contained inside the service, so the
+ * offline gate is the guard. The request itself goes through the control channel of
+ * `kcap arm` (kcap_arm_client.c) with the candidate's absolute path; the process loads a
+ * private copy, so a library rebuilt at the same path is really the new code.
+ */
+#include "kcap_arm_client.h"
+#include "kcap_cli.h"
+#include "kcap_config.h"
+
+#include <dirent.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int usage(FILE *f)
+{
+    fprintf(f, "usage: kcap shadow PID CAND.so [--force] | --off | --status  [--dir DIR] [--timeout SEC]\n"
+               "  swaps the candidate kernel of a process started in shadow mode (KCAP_SHADOW,\n"
+               "  kcap record --shadow), stops shadow mode, or prints its live summary.\n"
+               "  A new candidate must first pass `kcap replay` on the snapshots in the\n"
+               "  process's capture directory (DIR, default its KCAP_DIR).\n"
+               "  --force            arm a candidate that fails those snapshots anyway\n"
+               "  --timeout SEC      wait this long for the process's answer (default 5)\n"
+               "  -q, --quiet        print nothing when the process confirmed (errors only)\n"
+               "  -v, --verbose      also say where the request went and show the replay\n"
+               "  -h, --help         this text\n");
+    return f == stdout ? 0 : 2;
+}
+
+/* 1 when dir holds at least one .h5 file. */
+static int has_snapshots(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int found = 0;
+    for (struct dirent *e; d && !found && (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        found = n > 3 && !strcmp(e->d_name + n - 3, ".h5");
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+/* `kcap replay DIR --kernel CAND --ref none` in a child: its exit status (-1: not run). */
+static int replay_gate(const char *dir, const char *cand, int verbose)
+{
+    pid_t p = fork();
+    if (p < 0)
+        return -1;
+    if (p == 0) {
+        if (!verbose) {
+            freopen("/dev/null", "w", stdout);
+        }
+        execl("/proc/self/exe", "kcap", "replay", dir, "--kernel", cand, "--ref", "none",
+              (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    if (waitpid(p, &st, 0) != p)
+        return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+int kcap_cmd_shadow(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"off", no_argument, 0, 'O'},       {"status", no_argument, 0, 'S'},
+        {"force", no_argument, 0, 'F'},     {"dir", required_argument, 0, 'D'},
+        {"timeout", required_argument, 0, 'W'}, KCAP_CLI_COMMON_OPTS};
+    int off = 0, status = 0, force = 0, verbosity = KCAP_NORMAL, ch;
+    uint64_t wait_s = 5, u;
+    const char *dir = NULL;
+    optind = 0;
+    while ((ch = kcap_cli_getopt("shadow", argc, argv, KCAP_CLI_COMMON_SHORT, lo)) != -1) {
+        switch (ch) {
+        case 'h': return usage(stdout);
+        case 'O': off = 1; break;
+        case 'S': status = 1; break;
+        case 'F': force = 1; break;
+        case 'D': dir = optarg; break;
+        case 'W':
+            if (kcap_parse_u64(optarg, &wait_s) || wait_s > 3600) {
+                kcap_cli_usage_error("shadow", "--timeout '%s' is not a number of seconds "
+                                     "(0..3600)", optarg);
+                return 2;
+            }
+            break;
+        case 'q':
+        case 'v': kcap_cli_verbosity(ch, &verbosity); break;
+        default: return 2;
+        }
+    }
+    int nargs = argc - optind;
+    if (nargs < 1 || kcap_parse_u64(argv[optind], &u) || !u || u > 0x7fffffff) {
+        if (nargs >= 1)
+            fprintf(stderr, "kcap shadow: '%s' is not a process id\n", argv[optind]);
+        return usage(stderr);
+    }
+    long pid = (long)u;
+    const char *cand = nargs >= 2 ? argv[optind + 1] : NULL;
+    if (nargs > 2 || off + status + (cand != NULL) != 1) {
+        fprintf(stderr, "kcap shadow: give exactly one of CAND.so, --off, --status\n");
+        return 2;
+    }
+    char cmd[PATH_MAX + 16];
+    if (off || status) {
+        snprintf(cmd, sizeof cmd, "%s", off ? "shadow-off" : "shadow-status");
+    } else {
+        char abs[PATH_MAX];
+        if (!realpath(cand, abs) || access(abs, R_OK)) {
+            fprintf(stderr, "kcap shadow: %s: not a readable kernel library\n", cand);
+            return 1;
+        }
+        if (strlen(abs) > 380) {
+            fprintf(stderr, "kcap shadow: %s: path too long for a request (380 characters at "
+                            "most)\n", abs);
+            return 1;
+        }
+        char d[PATH_MAX];
+        if (dir)
+            snprintf(d, sizeof d, "%s", dir);
+        else if (kcap_env_of_pid(pid, "KCAP_DIR", d, sizeof d))
+            d[0] = '\0';
+        if (!d[0] || !has_snapshots(d)) {
+            if (verbosity != KCAP_QUIET)
+                printf("kcap shadow: no snapshots in %s to replay the candidate against first\n",
+                       d[0] ? d : "(unknown KCAP_DIR)");
+        } else {
+            int rc = replay_gate(d, abs, verbosity == KCAP_VERBOSE);
+            if (rc && !force) {
+                fprintf(stderr, "kcap shadow: %s fails the snapshots in %s (kcap replay exit %d: "
+                                "run `kcap replay %s --kernel %s` to see where); not armed "
+                                "(--force arms it anyway)\n", abs, d, rc, d, abs);
+                return 1;
+            }
+            if (verbosity != KCAP_QUIET)
+                printf("kcap shadow: %s %s the snapshots in %s\n", abs,
+                       rc ? "fails (--force)" : "passes", d);
+        }
+        snprintf(cmd, sizeof cmd, "shadow %s", abs);
+    }
+    return kcap_arm_send("kcap shadow", pid, dir, "KCAP_SHADOW", cmd, wait_s, verbosity);
+}

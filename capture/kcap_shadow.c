@@ -1,0 +1,455 @@
+/*
+ * kcap_shadow.c — shadow mode (kcap_shadow.h): validate a candidate kernel on live traffic.
+ *
+ * For each selected call that capture recorded (inputs and the production outputs, on the
+ * calling thread), the candidate's entry point of the same name runs on a copy of the args
+ * struct whose output pointers are buffers of ours (poisoned, the views' full spans, so the
+ * candidate never writes service memory), with a workspace of ours. Its outputs are
+ * recorded through the same description and compared with the production ones by replay's
+ * kcap_compare (one definition of "correct"). A disagreement is kept — at most
+ * KCAP_SHADOW_PER_SHAPE snapshots per shape, so one systematic bug does not fill the disk —
+ * and every comparison is summarised in DIR/shadow-<run>-p<pid>.json at exit. A candidate
+ * that returns an error status is switched off with one log line; the service never sees it.
+ */
+#include "kcap_shadow.h"
+#include "kcap_log.h"
+#include "kcap_meta.h"
+#include "kcap_names.h"
+#include "kcap_queue.h"
+#include "kcap_state.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kcap_compare.h" /* replay/: the rules every verdict uses */
+#include "kcap_version.h" /* common/ */
+
+#define KCAP_SHADOW_SHAPES 64
+
+typedef struct {
+    int call;
+    long long bs, q_len, heads;
+    unsigned long long compared, divergent, kept;
+    double worst_abs;
+} kcap_shadow_shape;
+
+static char g_dir[PATH_MAX]; /* where the summary goes (set by kcap_shadow_summary) */
+
+static struct {
+    void *handle;
+    unsigned long long swaps;
+    char path[PATH_MAX], hash[40];
+    atomic_int on;
+    kcap_call_fn fn[KCAP_NCALLS];
+    size_t (*ws_fn[KCAP_NCALLS])(const void *);
+    pthread_mutex_t lock; /* the summary below */
+    unsigned long long compared, divergent, kept, not_judged, capped;
+    double worst_abs;
+    char worst_where[160];
+    char prod_hash[80];
+    int nshapes;
+    kcap_shadow_shape shapes[KCAP_SHADOW_SHAPES];
+} g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static atomic_int g_log_dev, g_log_shapes;
+
+int kcap_shadow_on(void) { return atomic_load(&g.on); }
+
+/* One loaded candidate: a private copy's handle and its entry points. Never unloaded:
+ * a call may be running it when a newer candidate takes its place. */
+typedef struct {
+    void *handle;
+    char hash[40];
+    kcap_call_fn fn[KCAP_NCALLS];
+    size_t (*ws_fn[KCAP_NCALLS])(const void *);
+} kcap_candidate;
+
+/* Copy `src` to a private 0700 directory and dlopen the copy (the loader caches by path
+ * and inode: a library rebuilt in place must not come back as the old code). 0, or -1 and
+ * the reason in why. */
+static int load_candidate(const char *cand, kcap_candidate *c, char *why, size_t n)
+{
+    char dir[] = "/tmp/kcap-shadow.XXXXXX", copy[PATH_MAX];
+    int in = open(cand, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    void *m = MAP_FAILED;
+    memset(c, 0, sizeof *c);
+    if (in < 0 || fstat(in, &st) || st.st_size <= 0 || !mkdtemp(dir) ||
+        (m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, in, 0)) == MAP_FAILED) {
+        snprintf(why, n, "%s cannot be read", cand);
+        if (in >= 0)
+            close(in);
+        return -1;
+    }
+    snprintf(copy, sizeof copy, "%s/candidate.so", dir);
+    int out = open(copy, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
+    int ok = out >= 0 && write(out, m, (size_t)st.st_size) == (ssize_t)st.st_size;
+    snprintf(c->hash, sizeof c->hash, "xxh64:%016llx",
+             (unsigned long long)kcap_xxh64(m, (size_t)st.st_size, 0));
+    munmap(m, (size_t)st.st_size);
+    close(in);
+    if (out >= 0)
+        close(out);
+    c->handle = ok ? dlopen(copy, RTLD_NOW | RTLD_LOCAL) : NULL;
+    const char *e = ok ? dlerror() : "copying it failed";
+    unlink(copy);
+    rmdir(dir);
+    if (!c->handle) {
+        snprintf(why, n, "%s cannot be loaded (%s)", cand, e ? e : "?");
+        return -1;
+    }
+    int any = 0;
+    for (int k = 0; k < KCAP_NCALLS; k++) {
+        c->fn[k] = (kcap_call_fn)dlsym(c->handle, kcap_builtin_calls[k].name);
+        const char *w = kcap_builtin_calls[k].workspace_fn;
+        c->ws_fn[k] = w ? (size_t(*)(const void *))dlsym(c->handle, w) : NULL;
+        any |= c->fn[k] != NULL;
+    }
+    if (!any) {
+        snprintf(why, n, "%s exports none of the hooked calls", cand);
+        return -1; /* kept loaded: harmless, and dlclose of a library is never safe here */
+    }
+    return 0;
+}
+
+/* Make `c` the candidate; the summary starts over (it describes one candidate). */
+static void install(const char *cand, const kcap_candidate *c)
+{
+    pthread_mutex_lock(&g.lock);
+    g.handle = c->handle;
+    snprintf(g.hash, sizeof g.hash, "%s", c->hash);
+    memcpy(g.fn, c->fn, sizeof g.fn);
+    memcpy(g.ws_fn, c->ws_fn, sizeof g.ws_fn);
+    snprintf(g.path, sizeof g.path, "%s", cand);
+    g.compared = g.divergent = g.kept = g.capped = g.not_judged = 0;
+    g.worst_abs = 0;
+    g.worst_where[0] = '\0';
+    g.nshapes = 0;
+    g.swaps++;
+    atomic_store(&g.on, 1);
+    pthread_mutex_unlock(&g.lock);
+}
+
+#define KCAP_SHADOW_SUMMARY_S 3 /* the summary file is rewritten this often while it changes */
+
+/* A thread of ours: the summary on disk follows the live counters (the calling threads
+ * never write files). */
+static void *summary_main(void *arg)
+{
+    (void)arg;
+    unsigned long long seen = ~0ull;
+    for (;;) {
+        sleep(KCAP_SHADOW_SUMMARY_S);
+        pthread_mutex_lock(&g.lock);
+        unsigned long long now = g.compared + g.not_judged + (g.swaps << 40);
+        pthread_mutex_unlock(&g.lock);
+        if (now != seen)
+            kcap_shadow_summary(g_dir);
+        seen = now;
+    }
+    return NULL;
+}
+
+int kcap_shadow_init(const char *cand, const char *dir)
+{
+    kcap_candidate c;
+    char why[PATH_MAX + 200];
+    if (load_candidate(cand, &c, why, sizeof why)) {
+        kcap_log(KCAP_LOG_WARN, "KCAP_SHADOW: %s; shadow mode off", why);
+        return -1;
+    }
+    install(cand, &c);
+    kcap_log(KCAP_LOG_INFO, "shadow mode: candidate %s (%s)", cand, c.hash);
+    snprintf(g_dir, sizeof g_dir, "%s", dir);
+    pthread_t t;
+    pthread_attr_t at;
+    sigset_t all, old;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the host's signals are not ours to take */
+    if (pthread_create(&t, &at, summary_main, NULL))
+        kcap_log(KCAP_LOG_WARN, "shadow mode: no summary thread; the summary is written at exit");
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&at);
+    return 0;
+}
+
+int kcap_shadow_request(const char *cmd, char *reply, size_t n)
+{
+    char why[PATH_MAX + 200];
+    if (!strncmp(cmd, "shadow ", 7) && cmd[7] == '/') {
+        kcap_candidate c;
+        if (load_candidate(cmd + 7, &c, why, sizeof why)) {
+            snprintf(reply, n, "error %s; the candidate is unchanged\n", why);
+            return -1;
+        }
+        install(cmd + 7, &c);
+        kcap_log(KCAP_LOG_INFO, "shadow mode: candidate now %s (%s)", cmd + 7, c.hash);
+        snprintf(reply, n, "ok shadow candidate %s (%s)\n", cmd + 7, c.hash);
+    } else if (!strcmp(cmd, "shadow-off")) {
+        atomic_store(&g.on, 0);
+        kcap_log(KCAP_LOG_INFO, "shadow mode off (kcap shadow --off)");
+        snprintf(reply, n, "ok shadow mode off\n");
+    } else if (!strcmp(cmd, "shadow-status")) {
+        pthread_mutex_lock(&g.lock);
+        snprintf(reply, n, "ok shadow %s candidate %s (%s): compared=%llu divergent=%llu "
+                 "kept=%llu capped=%llu not_judged=%llu worst_abs=%g%s%s\n",
+                 atomic_load(&g.on) ? "on" : "off", g.path[0] ? g.path : "-", g.hash,
+                 g.compared, g.divergent, g.kept, g.capped, g.not_judged, g.worst_abs,
+                 g.worst_where[0] ? " at " : "", g.worst_where);
+        pthread_mutex_unlock(&g.lock);
+    } else {
+        snprintf(reply, n, "error malformed shadow request '%.60s' (a candidate path must be "
+                 "absolute)\n", cmd);
+        return -1;
+    }
+    if (g_dir[0])
+        kcap_shadow_summary(g_dir);
+    return 0;
+}
+
+void kcap_shadow_skip_device(void)
+{
+    kcap_log_once(&g_log_dev, KCAP_LOG_WARN, "shadow mode judges host-memory calls only in "
+                  "this version; device calls are captured as usual but not compared");
+    pthread_mutex_lock(&g.lock);
+    g.not_judged++;
+    pthread_mutex_unlock(&g.lock);
+}
+
+static long long scalar(const kcap_snapshot *s, const char *name)
+{
+    const kcap_scalar *sc = kcap_snapshot_scalar(s, name);
+    return sc && sc->type == KCAP_SC_INT ? sc->i : -1;
+}
+
+/* The shape class of a call, created on first sight; NULL past the table. */
+static kcap_shadow_shape *shape_of(int call, const kcap_snapshot *s)
+{
+    long long bs = scalar(s, "bs"), q = scalar(s, "q_len"), h = scalar(s, "num_heads");
+    for (int i = 0; i < g.nshapes; i++)
+        if (g.shapes[i].call == call && g.shapes[i].bs == bs && g.shapes[i].q_len == q &&
+            g.shapes[i].heads == h)
+            return &g.shapes[i];
+    if (g.nshapes == KCAP_SHADOW_SHAPES) {
+        kcap_log_once(&g_log_shapes, KCAP_LOG_WARN, "shadow mode: more than %d shapes; "
+                      "further ones are summarised together", KCAP_SHADOW_SHAPES);
+        return NULL;
+    }
+    kcap_shadow_shape *sh = &g.shapes[g.nshapes++];
+    memset(sh, 0, sizeof *sh);
+    sh->call = call, sh->bs = bs, sh->q_len = q, sh->heads = h;
+    return sh;
+}
+
+/* Elements a recorded output's view spans in the caller's memory. */
+static size_t span_elems(const kcap_tensor *t)
+{
+    size_t n = 1;
+    if (!t->has_strides) {
+        for (int k = 0; k < t->ndim; k++)
+            n *= (size_t)t->shape[k];
+        return n;
+    }
+    for (int k = 0; k < t->ndim; k++) {
+        if (!t->shape[k])
+            return 0;
+        n += (size_t)(t->shape[k] - 1) * (size_t)t->strides[k];
+    }
+    return n;
+}
+
+int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint64_t seq)
+{
+    const kcap_call_desc *d = sl->desc;
+    pthread_mutex_lock(&g.lock); /* a swap replaces both together */
+    kcap_call_fn fn = g.fn[sl->call];
+    size_t (*ws_fn)(const void *) = g.ws_fn[sl->call];
+    unsigned long long swaps = g.swaps;
+    pthread_mutex_unlock(&g.lock);
+    if (!atomic_load(&g.on) || !fn)
+        return 0;
+    size_t wsb = ws_fn ? ws_fn(args) : 0;
+    if (wsb == (size_t)-1)
+        return 0;
+    void *bufs[16] = {0};
+    int nb = 0, keep = 0;
+    unsigned char *cargs = malloc(d->args_size);
+    void *ws = wsb ? aligned_alloc(64, (wsb + 63) / 64 * 64) : NULL;
+    kcap_snapshot *cs = kcap_snapshot_create();
+    kcap_error *err = calloc(1, sizeof *err);
+    int rc = cargs && (ws || !wsb) && cs && err ? 0 : -1;
+    if (!rc)
+        memcpy(cargs, args, d->args_size);
+    /* every output the production call wrote gets a poisoned buffer of ours, same strides */
+    for (int i = 0; !rc && i < d->nargs; i++) {
+        const kcap_arg_desc *a = &d->args[i];
+        const kcap_tensor *t = a->kind == KCAP_ARG_OUT ? kcap_snapshot_tensor(snap, a->name, KCAP_DIR_OUT) : NULL;
+        if (!t)
+            continue;
+        size_t bytes = span_elems(t) * kcap_dtype_size(t->dtype);
+        void *b = nb < 16 ? malloc(bytes ? bytes : 1) : NULL;
+        if (!b) {
+            rc = -1;
+            break;
+        }
+        memset(b, 0xFF, bytes);
+        bufs[nb++] = b;
+        memcpy(cargs + a->offset, &b, sizeof b);
+    }
+    int status = rc ? 0 : fn(cargs, ws, wsb, NULL);
+    if (!rc && status != KCAP_CALL_OK) {
+        atomic_store(&g.on, 0);
+        kcap_log(KCAP_LOG_WARN, "shadow mode off: the candidate %s returned "
+                      "status %d on %s call %llu, which the production library ran (the "
+                      "service is unaffected)", g.path, status, d->name, (unsigned long long)seq);
+        rc = -1;
+    }
+    if (!rc)
+        rc = kcap_call_record_scalars(d, cargs, cs, err) ||
+             kcap_call_record(d, cargs, KCAP_ARG_OUT, kcap_host_mem_ops(), cs, err);
+    double worst = 0;
+    char where[160] = "";
+    int divergent = 0;
+    for (int i = 0; !rc && i < cs->ntensors; i++) {
+        const kcap_tensor *c = &cs->tensors[i];
+        const kcap_tensor *p = kcap_snapshot_tensor(snap, c->name, KCAP_DIR_OUT);
+        if (!p || p->nbytes != c->nbytes)
+            continue;
+        kcap_cmp_tol tol = kcap_cmp_default_tol(c->dtype);
+        kcap_cmp_result r;
+        kcap_compare(c->dtype, c->data, p->data, c->nbytes / kcap_dtype_size(c->dtype), &tol, &r);
+        if (r.pass)
+            continue;
+        divergent = 1;
+        double e = r.nonfinite_mismatch ? INFINITY : r.max_abs;
+        if (e >= worst) {
+            worst = e;
+            int64_t per, loc[4];
+            if (r.worst >= 0 && kcap_call_tokens_per_request(d, snap, c->name, &per) &&
+                !kcap_cmp_locate(r.worst, c->ndim, c->shape, per, loc))
+                snprintf(where, sizeof where, "%s call %llu: %s element %lld (request %lld, token "
+                         "%lld, head %lld, channel %lld), got %g want %g", d->name,
+                         (unsigned long long)seq, c->name, (long long)r.worst, (long long)loc[0],
+                         (long long)loc[1], (long long)loc[2], (long long)loc[3], r.worst_got,
+                         r.worst_want);
+            else
+                snprintf(where, sizeof where, "%s call %llu: %s element %lld", d->name,
+                         (unsigned long long)seq, c->name, (long long)r.worst);
+        }
+    }
+    if (!rc) {
+        pthread_mutex_lock(&g.lock);
+        if (g.swaps != swaps) { /* judged by a candidate replaced meanwhile: not counted */
+            pthread_mutex_unlock(&g.lock);
+            divergent = 0, rc = -1;
+        }
+    }
+    if (!rc) {
+        kcap_shadow_shape *sh = shape_of(sl->call, snap);
+        g.compared++;
+        if (sh)
+            sh->compared++;
+        if (!g.prod_hash[0] && sl->lib_hash[0])
+            snprintf(g.prod_hash, sizeof g.prod_hash, "%s", sl->lib_hash);
+        if (divergent) {
+            g.divergent++;
+            if (sh) {
+                sh->divergent++;
+                if (worst > sh->worst_abs)
+                    sh->worst_abs = worst;
+            }
+            if (worst >= g.worst_abs) {
+                g.worst_abs = worst;
+                snprintf(g.worst_where, sizeof g.worst_where, "%s", where);
+            }
+            const long per_shape = kcap_cfg()->shadow_per_shape;
+            keep = !sh || (long)sh->kept < per_shape;
+            if (keep && sh)
+                sh->kept++;
+            if (keep)
+                g.kept++;
+            else
+                g.capped++;
+        }
+        pthread_mutex_unlock(&g.lock);
+    }
+    /* a kept divergence carries the candidate's outputs beside the production ones */
+    for (int i = 0; keep && i < cs->ntensors; i++) {
+        const kcap_tensor *c = &cs->tensors[i];
+        void *dst = NULL;
+        if (kcap_snapshot_add_tensor(snap, c->name, KCAP_DIR_CAND, c->dtype, c->ndim, c->shape,
+                                     NULL, NULL, &dst) || !dst) {
+            keep = 0;
+            break;
+        }
+        memcpy(dst, c->data, c->nbytes);
+    }
+    for (int i = 0; i < nb; i++)
+        free(bufs[i]);
+    free(cargs);
+    free(ws);
+    free(err);
+    kcap_snapshot_free(cs);
+    return keep;
+}
+
+/* A JSON number, or null for a non-finite one (a NaN/Inf position mismatch). */
+static const char *num(char *b, size_t n, double v)
+{
+    if (isfinite(v))
+        snprintf(b, n, "%.9g", v);
+    else
+        snprintf(b, n, "null");
+    return b;
+}
+
+void kcap_shadow_summary(const char *dir)
+{
+    if (!g.handle)
+        return;
+    if (dir != g_dir)
+        snprintf(g_dir, sizeof g_dir, "%s", dir);
+    char path[PATH_MAX], tmp[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/shadow-%s-p%ld.json", dir, kcap_run_id(), (long)getpid());
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return;
+    pthread_mutex_lock(&g.lock);
+    fprintf(f, "{\n  \"tool\": \"kcap shadow\",\n  \"schema_version\": 1,\n  \"kcap_version\": \"%s\",\n",
+            KCAP_VERSION);
+    fprintf(f, "  \"candidate\": {\"path\": \"%s\", \"hash\": \"%s\", \"on\": %s},\n  \"swaps\": %llu,\n",
+            g.path, g.hash, atomic_load(&g.on) ? "true" : "false", g.swaps - 1);
+    fprintf(f, "  \"production_hash\": \"%s\",\n", g.prod_hash);
+    fprintf(f, "  \"compared\": %llu,\n  \"divergent\": %llu,\n  \"kept\": %llu,\n  \"capped\": %llu,\n"
+            "  \"not_judged\": %llu,\n", g.compared, g.divergent, g.kept, g.capped, g.not_judged);
+    char w[32];
+    fprintf(f, "  \"worst_abs\": %s,\n  \"worst_nonfinite\": %s,\n", num(w, sizeof w, g.worst_abs),
+            isinf(g.worst_abs) ? "true" : "false");
+    fprintf(f, "  \"worst_where\": \"%s\",\n  \"shapes\": [", g.worst_where);
+    for (int i = 0; i < g.nshapes; i++) {
+        const kcap_shadow_shape *s = &g.shapes[i];
+        fprintf(f, "%s\n    {\"call\": \"%s\", \"bs\": %lld, \"q_len\": %lld, \"num_heads\": %lld, "
+                "\"compared\": %llu, \"divergent\": %llu, \"kept\": %llu, \"worst_abs\": %s}",
+                i ? "," : "", kcap_builtin_calls[s->call].name, s->bs, s->q_len, s->heads,
+                s->compared, s->divergent, s->kept, num(w, sizeof w, s->worst_abs));
+    }
+    fprintf(f, "\n  ]\n}\n");
+    pthread_mutex_unlock(&g.lock);
+    if (fflush(f) == 0 && fsync(fileno(f)) == 0 && fclose(f) == 0)
+        rename(tmp, path);
+    else
+        unlink(tmp);
+}

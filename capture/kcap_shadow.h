@@ -1,0 +1,38 @@
+/*
+ * kcap_shadow.h — kcap_shadow.c: shadow mode. A candidate build of the kernel library
+ * (KCAP_SHADOW=CAND.so) runs on the same inputs as each selected production call, into
+ * outputs and workspace of kcap's own; the two results are compared with replay's rules
+ * (kcap_compare: NaN/Inf positions first, then the default tolerances) and only a call where
+ * they disagree is kept, as a snapshot holding the inputs, the production outputs and the
+ * candidate's (/candidate, format 1.2). The service always gets the production results.
+ * Policy layer (beside kcap_callrec, which calls it). This version judges calls whose
+ * tensors are in host memory (the CPU library); device calls are counted as not judged.
+ */
+#ifndef KCAP_SHADOW_H
+#define KCAP_SHADOW_H
+
+#include "kcap_slot.h"
+#include "kcap_snapshot.h" /* formats/ */
+
+/* Load the candidate (a private copy, so a rebuilt file at the same path is really new
+ * code) and start the thread that rewrites the summary in `dir` every few seconds; called
+ * once at initialisation, on a thread of ours. 0, or -1 with a log line. */
+int kcap_shadow_init(const char *cand_path, const char *dir);
+/* The handler of `kcap shadow` requests (kcap_arm.h): "shadow /abs/CAND.so" loads a new
+ * candidate (a private copy) and makes it current — the old one stays loaded, a call may be
+ * running it — "shadow-off", "shadow-status". The reply goes to reply; 0 or -1. */
+int kcap_shadow_request(const char *cmd, char *reply, size_t n);
+/* 1 while a candidate is loaded and has not been switched off. */
+int kcap_shadow_on(void);
+/* A recorded host-memory call (snap holds its inputs and production outputs, status 0):
+ * run the candidate, compare. 1: they disagree and snap now also holds the candidate's
+ * outputs (keep it); 0: they agree, the candidate failed (switched off) or the call was not
+ * judged (drop it). */
+int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint64_t seq);
+/* A device-memory call: counted as not judged (this version). */
+void kcap_shadow_skip_device(void);
+/* DIR/shadow-<run>-p<pid>.json, written atomically: calls compared, divergent, the worst
+ * error and where, per shape, the candidate's and production's library hashes. */
+void kcap_shadow_summary(const char *dir);
+
+#endif

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# test_capture_shadow.sh — shadow mode on the CPU path: KCAP_SHADOW=CAND.so runs a candidate
+# kernel beside every selected production call and keeps only the calls where they disagree,
+# as snapshots holding inputs, production outputs and the candidate's (/candidate). Checked:
+# the perturbed build is caught on every call with exactly its one wrong element located, the
+# host's results are byte-identical with and without shadow mode, the snapshots validate and
+# replay judges against the production output, the same library as candidate gives 0
+# divergences, a candidate that returns errors is switched off, a bad KCAP_SHADOW is named.
+. "$(dirname "$0")/lib.sh"
+CPU=$ROOT/$B/lib/libverify_attn_cpu.so
+PERT=$ROOT/$B/tests/libverify_attn_cpu_perturbed.so
+ERRLIB=$ROOT/$B/tests/libvattn_stub_abi2.so
+need "$LIBKCAP" "$CLIENT" "$KCAP" "$CPU" "$PERT" "$ERRLIB"
+
+"$CLIENT" --calls 6 --seed 41 --hash >"$T/bare" || fail "client bare"
+with_kcap KCAP_DIR="$T/p" KCAP_SHADOW="$PERT" -- "$CLIENT" --calls 6 --seed 41 --hash >"$T/p.out" 2>"$T/p.err"
+cmp -s "$T/bare" "$T/p.out" && ok "host results byte-identical under shadow mode" || fail "shadow changed the host's results"
+[ "$(count_h5 "$T/p")" = 6 ] && ok "perturbed candidate: 6 of 6 calls divergent and kept" || { cat "$T/p.err"; ls "$T/p"; fail "divergent snapshots"; }
+kcap_check "$T/p" && ok "kcap check of shadow snapshots" || fail "kcap check"
+PYTHONPATH=$ROOT/python "$PY" - "$T/p" <<'PY' && ok "each snapshot: candidate o differs from production o in exactly one element, lse equal" || fail "candidate outputs"
+import glob, json, sys
+import numpy as np
+import kcap
+d = sys.argv[1]
+for f in sorted(glob.glob(d + "/*.h5")):
+    s = kcap.load(f)
+    assert set(s.candidate) == set(s.outputs) == {"o", "lse"}, (f, list(s.candidate))
+    diff = np.flatnonzero(s.candidate["o"].reshape(-1) != s.outputs["o"].reshape(-1))
+    assert diff.size == 1, (f, diff.size)
+    assert np.array_equal(s.candidate["lse"].view(np.uint32), s.outputs["lse"].view(np.uint32)), f
+j = json.load(open(glob.glob(d + "/shadow-*.json")[0]))
+assert j["compared"] == 6 and j["divergent"] == 6 and j["kept"] == 6 and j["candidate"]["on"], j
+assert "element" in j["worst_where"] and "head" in j["worst_where"], j["worst_where"]
+assert j["candidate"]["hash"].startswith("xxh64:") and j["production_hash"].startswith("xxh64:"), j
+assert abs(j["worst_abs"] - 0.5) < 0.05, j["worst_abs"]
+PY
+"$KCAP" replay "$T/p" --kernel "$CPU" >"$T/rp.out" 2>&1 && [ "$(grep -c bitwise "$T/rp.out")" -ge 6 ] &&
+    ok "replay of shadow snapshots on the production library: bitwise against the production output" ||
+    { cat "$T/rp.out"; fail "replay production"; }
+f=$(ls "$T"/p/*.h5 | head -1)
+"$KCAP" diff "$f" >"$T/diff.out" 2>&1
+[ $? = 1 ] && grep -q "^  o .*FAIL" "$T/diff.out" && grep -q "^  lse .*bitwise" "$T/diff.out" &&
+    ok "kcap diff FILE: candidate against production outputs, o differs, lse bitwise" || { cat "$T/diff.out"; fail "kcap diff of a shadow snapshot"; }
+"$KCAP" replay "$T/p" --kernel "$PERT" --ref none >/dev/null 2>&1
+[ $? = 1 ] && ok "replay of the same snapshots on the candidate: the same verdict offline (fails)" || fail "replay candidate"
+
+with_kcap KCAP_DIR="$T/same" KCAP_SHADOW="$CPU" -- "$CLIENT" --calls 6 --seed 41 --hash >"$T/same.out" 2>/dev/null
+"$PY" -c 'import glob,json,sys; j=json.load(open(glob.glob(sys.argv[1]+"/shadow-*.json")[0])); sys.exit(0 if j["compared"]==6 and j["divergent"]==0 else 1)' "$T/same" &&
+    [ "$(count_h5 "$T/same")" = 0 ] && cmp -s "$T/bare" "$T/same.out" &&
+    ok "the production library as candidate: 6 compared, 0 divergent, nothing kept" || { ls "$T/same"; fail "same-library candidate"; }
+
+with_kcap KCAP_DIR="$T/err" KCAP_SHADOW="$ERRLIB" -- "$CLIENT" --calls 4 --seed 41 --hash >"$T/err.out" 2>"$T/err.err"
+cmp -s <(head -4 "$T/bare") "$T/err.out" && [ "$(grep -c 'shadow mode off' "$T/err.err")" = 1 ] &&
+    "$PY" -c 'import glob,json,sys; j=json.load(open(glob.glob(sys.argv[1]+"/shadow-*.json")[0])); sys.exit(0 if not j["candidate"]["on"] and j["compared"]==0 else 1)' "$T/err" &&
+    ok "a candidate returning errors: switched off with one log line, host unaffected" || { cat "$T/err.err"; fail "failing candidate"; }
+
+# one systematic bug must not fill the disk: 8 divergent calls of one shape, 2 kept
+with_kcap KCAP_DIR="$T/cap" KCAP_SHADOW="$PERT" KCAP_SHADOW_PER_SHAPE=2 -- \
+    "$PY" tests/capture/extend_ctypes.py "$CPU" --calls 8 --seed 3 --shape 2,4,3,40 >/dev/null 2>&1
+"$PY" -c 'import glob,json,sys; j=json.load(open(glob.glob(sys.argv[1]+"/shadow-*.json")[0])); s=j["shapes"]; sys.exit(0 if j["divergent"]==8 and j["kept"]==2 and j["capped"]==6 and len(s)==1 and s[0]["call"]=="vattn_extend" else 1)' "$T/cap" &&
+    [ "$(count_h5 "$T/cap")" = 2 ] && ok "KCAP_SHADOW_PER_SHAPE=2: 8 divergent vattn_extend calls of one shape, 2 kept, 6 counted as capped" ||
+    { cat "$T"/cap/shadow-*.json; fail "per-shape cap"; }
+
+with_kcap KCAP_DIR="$T/bad" KCAP_SHADOW="$T/nope.so" -- "$CLIENT" --calls 2 --seed 41 --hash >"$T/bad.out" 2>"$T/bad.err"
+cmp -s <(head -2 "$T/bare") "$T/bad.out" && grep -q "KCAP_SHADOW=$T/nope.so is not a readable" "$T/bad.err" &&
+    ok "a missing KCAP_SHADOW library is named, capture off, host unaffected" || { cat "$T/bad.err"; fail "bad KCAP_SHADOW"; }
+finish

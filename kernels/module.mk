@@ -35,12 +35,12 @@ VATTN_TEST_RPATH := -Wl,-rpath,'$$ORIGIN/../lib'
 # The kernel tests' own headers list their includes by hand; the test kit is one of them.
 KCAP_TESTKIT_HDRS := tests/testkit.h tests/testkit_vattn.h
 
-# The CPU test judges outputs with replay's kcap_compare (one definition of "correct"), which
+# The kernel tests judge outputs with replay's kcap_compare (one definition of "correct"), which
 # needs kcap_dtype_size from the formats library (named by path: formats/module.mk is read later).
-VATTN_CPU_TEST_OBJS := $(OBJ)/replay/kcap_compare.o $(LIB)/libkcapfmt.a $(OBJ)/common/kcap_error.o
-$(TBIN)/test_verify_cpu: tests/kernels/test_verify_cpu.c tests/kernels/vattn_cpu_checks.h tests/kernels/vattn_cpu_extend.h tests/kernels/vattn_extend_util.h tests/kernels/vattn_test_util.h $(KCAP_TESTKIT_HDRS) $(VATTN_CPU_TEST_OBJS) $(VATTN_CPU_LIB) | $(VATTN_CPU_PERTURBED)
+VATTN_TEST_CMP_OBJS := $(OBJ)/replay/kcap_compare.o $(LIB)/libkcapfmt.a $(OBJ)/common/kcap_error.o
+$(TBIN)/test_verify_cpu: tests/kernels/test_verify_cpu.c tests/kernels/vattn_cpu_checks.h tests/kernels/vattn_cpu_extend.h tests/kernels/vattn_extend_util.h tests/kernels/vattn_test_util.h $(KCAP_TESTKIT_HDRS) $(VATTN_TEST_CMP_OBJS) $(VATTN_CPU_LIB) | $(VATTN_CPU_PERTURBED)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $< $(VATTN_CPU_TEST_OBJS) -o $@ $(LDFLAGS) -L$(LIB) -lverify_attn_cpu $(VATTN_TEST_RPATH) -ldl -lm
+	$(CC) $(CFLAGS) $< $(VATTN_TEST_CMP_OBJS) -o $@ $(LDFLAGS) -L$(LIB) -lverify_attn_cpu $(VATTN_TEST_RPATH) -ldl -lm
 
 ALL_TARGETS += $(VATTN_CPU_LIB) $(VATTN_CPU_PERTURBED) $(TBIN)/test_verify_cpu
 TESTS += $(TBIN)/test_verify_cpu
@@ -63,9 +63,9 @@ $(VATTN_CUDA_DEV_LIB): $(VATTN_CUDA_DEPS)
 	    kernels/verify_attn.cu kernels/vattn_check.c
 
 # The GPU test is C: it dlopens both libraries (same symbol names) and links cudart statically.
-$(TBIN)/test_verify_gpu: tests/kernels/test_verify_gpu.c tests/kernels/vattn_gpu_common.h tests/kernels/vattn_gpu_extend.h tests/kernels/vattn_extend_util.h tests/kernels/vattn_test_util.h $(KCAP_TESTKIT_HDRS) kernels/verify_attn.h | $(VATTN_CUDA_DEV_LIB)
+$(TBIN)/test_verify_gpu: tests/kernels/test_verify_gpu.c tests/kernels/vattn_gpu_common.h tests/kernels/vattn_gpu_extend.h tests/kernels/vattn_extend_util.h tests/kernels/vattn_test_util.h $(KCAP_TESTKIT_HDRS) kernels/verify_attn.h $(VATTN_TEST_CMP_OBJS) | $(VATTN_CUDA_DEV_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Itests/kernels $< -o $@ $(LDFLAGS) $(CUDA_HOME)/lib64/libcudart_static.a -ldl -lrt -lm
+	$(CC) $(CFLAGS) -Itests/kernels $< $(VATTN_TEST_CMP_OBJS) -o $@ $(LDFLAGS) $(CUDA_HOME)/lib64/libcudart_static.a -ldl -lrt -lm
 
 $(TBIN)/vattn_dev: tests/kernels/vattn_dev.cu tests/kernels/vattn_dev_serving.cuh kernels/verify_attn.h scripts/build_nvcc.sh | $(VATTN_CUDA_DEV_LIB)
 	bash scripts/build_nvcc.sh prog $@ $(OBJ)/tests/kernels tests/kernels/vattn_dev.cu

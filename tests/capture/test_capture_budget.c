@@ -13,7 +13,6 @@
 #include "kcap_budget.h"
 #include "../testkit.h"
 
-
 /* One step: op r (reserve), c (commit), l (release), d (device); the verdict expected
  * (T, W, M, A = TAKEN, WAIT, MAX_DONE, ARM_DONE; '-' for release). */
 typedef struct {
@@ -25,21 +24,22 @@ typedef struct {
     unsigned long long left; /* kcap_budget_left() after the sequence */
 } scenario;
 
+/* fields not named are 0: no max, not arm counting, budget left 0 */
 static const scenario k_cases[] = {
-    {"max 2 in order", 2, 0, 0, "rT cT rT cM rM", 0},
-    {"max 1: last unit in flight turns calls away, not capture off", 1, 0, 0, "rT rW rW", 0},
-    {"max 1: in-flight failure gives the unit back (no N-1)", 1, 0, 0, "rT rW l- rT cM rM", 0},
-    {"max 3: two in flight, one fails", 3, 0, 0, "rT cT rT rT rW l- rT cT cM rM", 0},
-    {"no limit", 0, 0, 0, "rT cT rT l- rT cT", 1ull << 30},
-    {"arm 1: done only on commit", 0, 1, 1, "rT rW cA rA", 0},
-    {"arm 1: failure re-opens the unit", 0, 1, 1, "rT rW l- rT cA", 0},
-    {"arm 2 and max 5", 5, 1, 2, "rT rT rW cT cA", 0},
-    {"max 2 before arm 3", 2, 1, 3, "rT rT rW cT cM rM", 0},
-    {"device snapshots count", 3, 0, 0, "dT rT dT cM rM", 0},
-    {"device uses the arming", 0, 1, 2, "dT dA", 0},
-    {"device with one in flight", 0, 1, 2, "rT dT cA", 0},
-    {"left: max minus reserved", 5, 0, 0, "rT cT rT", 3},
-    {"left: arming smaller than max", 5, 1, 2, "rT", 1},
+    {.name = "max 2 in order", .max = 2, .ops = "rT cT rT cM rM"},
+    {.name = "max 1: last unit in flight turns calls away, not capture off", .max = 1, .ops = "rT rW rW"},
+    {.name = "max 1: in-flight failure gives the unit back (no N-1)", .max = 1, .ops = "rT rW l- rT cM rM"},
+    {.name = "max 3: two in flight, one fails", .max = 3, .ops = "rT cT rT rT rW l- rT cT cM rM"},
+    {.name = "no limit", .ops = "rT cT rT l- rT cT", .left = 1ull << 30},
+    {.name = "arm 1: done only on commit", .arm = 1, .armn = 1, .ops = "rT rW cA rA"},
+    {.name = "arm 1: failure re-opens the unit", .arm = 1, .armn = 1, .ops = "rT rW l- rT cA"},
+    {.name = "arm 2 and max 5", .max = 5, .arm = 1, .armn = 2, .ops = "rT rT rW cT cA"},
+    {.name = "max 2 before arm 3", .max = 2, .arm = 1, .armn = 3, .ops = "rT rT rW cT cM rM"},
+    {.name = "device snapshots count", .max = 3, .ops = "dT rT dT cM rM"},
+    {.name = "device uses the arming", .arm = 1, .armn = 2, .ops = "dT dA"},
+    {.name = "device with one in flight", .arm = 1, .armn = 2, .ops = "rT dT cA"},
+    {.name = "left: max minus reserved", .max = 5, .ops = "rT cT rT", .left = 3},
+    {.name = "left: arming smaller than max", .max = 5, .arm = 1, .armn = 2, .ops = "rT", .left = 1},
 };
 
 static int verdict_of(char ch)

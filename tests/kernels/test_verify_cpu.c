@@ -31,6 +31,13 @@
 
 static int g_fail;
 
+/* Seeds: case k of the table draws from CPU_SEED_CASES ^ (k * CPU_SEED_STEP + 1) (the golden
+ * ratio and the FNV prime: neighbouring cases far apart), its extend form from
+ * CPU_SEED_EXTEND in the same way (vattn_cpu_extend.h). */
+#define CPU_SEED_CASES 0x9E3779B97F4A7C15ull
+#define CPU_SEED_EXTEND 0x51ED2701ull
+#define CPU_SEED_STEP 0x100000001B3ull
+
 /* The random cases: every field not named takes tk_vcase's default (0, a dense pool row,
  * TK_VCASE_SCALE). Seeds are derived from the index (main), so appending keeps the others. */
 static const tk_vcase cases[] = {
@@ -299,7 +306,7 @@ int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
-        run_case(&cases[k], 0x9E3779B97F4A7C15ull ^ (k * 0x100000001B3ull + 1));
+        run_case(&cases[k], CPU_SEED_CASES ^ (k * CPU_SEED_STEP + 1));
     run_validation(0);
     run_validation(1);
     run_extend_all();

@@ -12,6 +12,11 @@
 
 #include "vattn_extend_util.h"
 
+/* seeds of the validation tables (row k draws from seed + k) and of the perturbed build's call */
+#define VAL_SEED_VERIFY 0x1234567
+#define VAL_SEED_EXTEND 0x7654321
+#define PERTURB_SEED 99
+
 /* ---- argument validation ---- */
 /* A mutation of a valid call: of its verify form (B) or, for the extend table
  * (vattn_cpu_extend.h), of its extend form (X). */
@@ -134,7 +139,7 @@ static void run_validation_table(const vcase *tab, size_t n, int idx64, int ext)
     for (size_t k = 0; k < n; k++) {
         tk_vcase c = base;
         c.idx64 = idx64;
-        g_rng = (ext ? 0x7654321 : 0x1234567) + k;
+        g_rng = (ext ? VAL_SEED_EXTEND : VAL_SEED_VERIFY) + k;
         tk_vcall B;
         vcall_build(&c, &B);
         void *ws_orig = B.ws;
@@ -216,7 +221,7 @@ static void run_perturbed(void)
     int (*pe)(const vattn_extend_args *, void *, size_t, void *) =
         (int (*)(const vattn_extend_args *, void *, size_t, void *))dlsym(h, "vattn_extend");
     tk_vcase c = cases[2]; /* bs 2, q 16, H 16 */
-    g_rng = 99;
+    g_rng = PERTURB_SEED;
     tk_vcall B;
     vcall_build(&c, &B);
     vattn_ext_host X;

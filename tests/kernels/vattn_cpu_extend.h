@@ -14,6 +14,9 @@
 
 #include "vattn_extend_util.h"
 
+/* k_extend row gaps cycle through 0, 8 and 16 elements (multiples of 8: 16-byte rows) */
+#define EXT_KGAP_STEP 8
+
 static void run_extend_case(const tk_vcase *c, uint64_t seed, int kext_gap)
 {
     g_rng = seed;
@@ -145,7 +148,7 @@ static void run_extend_ws(void)
 static void run_extend_all(void)
 {
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++)
-        run_extend_case(&cases[k], 0x51ED2701ull ^ (k * 0x100000001B3ull + 7), (int)(k % 3) * 8);
+        run_extend_case(&cases[k], CPU_SEED_EXTEND ^ (k * CPU_SEED_STEP + 7), (int)(k % 3) * EXT_KGAP_STEP);
     for (int idx64 = 0; idx64 < 2; idx64++)
         run_validation_table(ext_vcases, sizeof ext_vcases / sizeof ext_vcases[0], idx64, 1);
     run_extend_ws();

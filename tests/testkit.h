@@ -93,9 +93,11 @@ static inline void tk_shuffle(tk_rng *s, int64_t *perm, int64_t n)
     }
 }
 
-/* The plain xorshift64 step (13, 7, 17): kept only for the formats fixtures, whose outputs a
- * shell test pins (tests/formats/test_cli.sh reads kv_rows=22 of tool_mksnap's call, which
- * depends on every draw of tu_vattn_make), so their draws cannot move to tk_next. */
+/* The plain xorshift64 step (13, 7, 17): kept only for streams whose draws are pinned
+ * elsewhere, so they cannot move to tk_next: the formats fixtures (tests/formats/test_cli.sh
+ * reads kv_rows=22 of tool_mksnap's call, which depends on every draw of tu_vattn_make),
+ * capture_client (test_capture_select.sh relies on its seed-21 call sizes) and fuzz_reseal
+ * (a seed replays the mutations it always made). */
 static inline uint64_t tk_next_xs(tk_rng *s)
 {
     *s ^= *s << 13;

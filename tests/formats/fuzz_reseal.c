@@ -16,6 +16,7 @@
  */
 #include "kcap_calls.h"
 #include "kcap_fmt_internal.h"
+#include "../testkit.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -32,14 +33,9 @@ typedef struct seedf {
     int next;
 } seedf;
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint64_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
+/* the mutation stream: tk_next_xs, so a seed (-s) still replays the mutations it always made */
+static tk_rng rng = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void) { return tk_next_xs(&rng); }
 
 /* the input being run, for the crash handler */
 static char tmp_name[1024];

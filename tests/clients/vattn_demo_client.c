@@ -12,6 +12,7 @@
  */
 #include "kcap_cu.h"
 #include "verify_attn.h"
+#include "../testkit.h"
 
 #include <dlfcn.h>
 #include <inttypes.h>
@@ -31,24 +32,7 @@ typedef size_t (*wsize_fn)(const vattn_args *);
 typedef const char *(*backend_fn)(void);
 typedef const char *(*status_fn)(int);
 
-static uint64_t rng_state;
-static uint64_t rng_next(void)
-{ /* splitmix64: reproducible across machines */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static double rng_unit(void) { return (rng_next() >> 11) * (1.0 / 9007199254740992.0); }
-static int rng_int(int n) { return (int)(rng_unit() * n); }
-
-static uint16_t f32_to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7FFFu + ((u >> 16) & 1u); /* round to nearest even; inputs are finite */
-    return (uint16_t)(u >> 16);
-}
+static tk_rng rng_state; /* the test kit's generator, seeded by --seed */
 
 /* Memory of the library's kind: host malloc, or device memory through the driver API. */
 typedef struct {
@@ -135,7 +119,7 @@ static void make_visibility(uint8_t *vis, int q_len, int tree)
 {
     int parent[VATTN_MAX_Q_LEN];
     for (int i = 0; i < q_len; i++) {
-        parent[i] = tree ? (i == 0 ? -1 : rng_int(i)) : i - 1;
+        parent[i] = tree ? (i == 0 ? -1 : tk_int(&rng_state, i)) : i - 1;
         for (int j = 0; j < q_len; j++)
             vis[i * q_len + j] = 0;
         for (int j = i; j >= 0; j = parent[j])
@@ -185,7 +169,7 @@ int main(int argc, char **argv)
     if (!pool_h || !perm)
         return 1;
     for (size_t i = 0; i < pool_elems; i++)
-        pool_h[i] = f32_to_bf16((float)(rng_unit() * 2 - 1));
+        pool_h[i] = tk_bf16((float)(tk_unit(&rng_state) * 2 - 1));
     void *pool_d = mem_alloc(&m, pool_elems * 2);
     if (!pool_d || mem_put(&m, pool_d, pool_h, pool_elems * 2))
         return 1;
@@ -199,19 +183,13 @@ int main(int argc, char **argv)
         indptr[0] = 0;
         int64_t max_kv = 0;
         for (int b = 0; b < bs; b++) {
-            int prefix = (b == 0 && step == 0) ? 0 : rng_int(o.max_prefix + 1);
+            int prefix = (b == 0 && step == 0) ? 0 : tk_int(&rng_state, o.max_prefix + 1);
             indptr[b + 1] = indptr[b] + prefix + o.q_len;
             if (prefix + o.q_len > max_kv)
                 max_kv = prefix + o.q_len;
         }
         int nnz = indptr[bs];
-        for (int64_t i = 0; i < num_slots; i++)
-            perm[i] = i;
-        for (int64_t i = num_slots - 1; i > 0; i--) { /* page_size = 1: scattered slots */
-            int64_t j = (int64_t)(rng_unit() * (double)(i + 1)), t = perm[i];
-            perm[i] = perm[j];
-            perm[j] = t;
-        }
+        tk_shuffle(&rng_state, perm, num_slots); /* page_size = 1: scattered slots */
         uint8_t *vis = malloc((size_t)bs * o.q_len * o.q_len);
         for (int b = 0; b < bs; b++)
             make_visibility(vis + (size_t)b * o.q_len * o.q_len, o.q_len, step % 2);
@@ -234,7 +212,7 @@ int main(int argc, char **argv)
 
         for (int layer = 0; layer < o.layers && !rc; layer++, call++) {
             for (size_t i = 0; i < q_elems; i++)
-                q_h[i] = f32_to_bf16((float)(rng_unit() * 2 - 1));
+                q_h[i] = tk_bf16((float)(tk_unit(&rng_state) * 2 - 1));
             if (mem_put(&m, q_d, q_h, q_elems * 2)) {
                 fprintf(stderr, "vattn_demo_client: call %" PRIu64 ": copying q failed\n", call);
                 return 1;

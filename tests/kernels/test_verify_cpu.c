@@ -29,8 +29,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static int g_fail;
-
 /* Seeds: case k of the table draws from CPU_SEED_CASES ^ (k * CPU_SEED_STEP + 1) (the golden
  * ratio and the FNV prime: neighbouring cases far apart), its extend form from
  * CPU_SEED_EXTEND in the same way (vattn_cpu_extend.h). */
@@ -272,12 +270,13 @@ static void run_case(const tk_vcase *c, uint64_t seed)
     snprintf(name, sizeof name, "%s[bs%d q%d H%d %s %s %s]", c->name, c->bs, c->q_len, c->heads,
              tk_vis_label(c->vis), c->idx64 ? "i64" : "i32", c->fp16 ? "fp16" : "bf16");
     vattn_meanres M;
+    int ok = 1;
     if (!call_ok("vattn_verify", name, rc, &B, ref_o, ref_lse)) {
-        g_fail++;
+        ok = 0;
     } else if (c->special == TK_SP_ZERO_Q &&
                !vattn_check_mean(&B.a, B.indptr, B.indices, B.a.visibility, B.kv, B.o, B.a.lse, &M)) {
         printf("FAIL %s: Q = 0 mean check: %s\n", name, M.why);
-        g_fail++;
+        ok = 0;
     } else {
         if (c->special == TK_SP_ZERO_Q)
             printf("PASS %s: Q = 0: o = mean of the visible V rows, worst %.2e (%.2f of its tolerance) at (req %d, "
@@ -290,10 +289,11 @@ static void run_case(const tk_vcase *c, uint64_t seed)
         vattn_verify(&B.a, B.ws, B.ws_bytes, NULL);
         if (memcmp(o1, B.o, B.o_elems * 2) != 0) {
             printf("FAIL %s: second run not bitwise identical\n", name);
-            g_fail++;
+            ok = 0;
         }
         free(o1);
     }
+    tk_count(ok);
     free(ref_o);
     free(ref_lse);
     tk_vcall_free(&B);
@@ -312,6 +312,5 @@ int main(void)
     run_extend_all();
     run_misc();
     run_perturbed();
-    printf("%s: %d failure(s)\n", g_fail ? "FAILED" : "OK", g_fail);
-    return g_fail ? 1 : 0;
+    return tk_summary("test_verify_cpu");
 }

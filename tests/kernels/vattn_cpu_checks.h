@@ -4,7 +4,7 @@
  * outputs untouched), the misc ABI checks (status strings, version, backend) and the perturbed
  * test build (it must differ in exactly its one documented element, through vattn_verify and
  * through vattn_extend alike). Included by
- * test_verify_cpu.c (the random call: ../testkit_vattn.h; g_fail), which
+ * test_verify_cpu.c (the random call: ../testkit_vattn.h; counts: tk_count), which
  * these checks reuse; kept apart so each file reads alone and stays short.
  */
 #ifndef VATTN_CPU_CHECKS_H
@@ -159,7 +159,7 @@ static void run_validation_table(const vcase *tab, size_t n, int idx64, int ext)
                 untouched &= isnan(B.lse[i]);
         }
         const int ok = rc == tab[k].expect && untouched;
-        g_fail += !ok;
+        tk_count(ok);
         printf("%s %svalidation %-40s %s -> %d (%s)%s\n", ok ? "PASS" : "FAIL", ext ? "extend " : "", tab[k].name,
                idx64 ? "i64" : "i32", rc, vattn_status_string(rc), untouched ? "" : " : OUTPUT WRITTEN");
         if (rc != tab[k].expect)
@@ -172,7 +172,7 @@ static void run_validation_table(const vcase *tab, size_t n, int idx64, int ext)
     /* the NULL args pointer */
     const int rc = ext ? vattn_extend(NULL, NULL, 0, NULL) : vattn_verify(NULL, NULL, 0, NULL);
     printf("%s %svalidation args=NULL -> %d\n", rc == VATTN_ERR_NULL_ARGS ? "PASS" : "FAIL", ext ? "extend " : "", rc);
-    g_fail += rc != VATTN_ERR_NULL_ARGS;
+    tk_count(rc == VATTN_ERR_NULL_ARGS);
 }
 
 static void run_validation(int idx64) { run_validation_table(vcases, sizeof vcases / sizeof vcases[0], idx64, 0); }
@@ -194,7 +194,7 @@ static void run_misc(void)
     ok &= vattn_workspace_size(&a) == (size_t)-1 && vattn_workspace_size(NULL) == (size_t)-1;
     printf("%s misc: status strings, abi version, backend, workspace_size(invalid)\n",
            ok ? "PASS" : "FAIL");
-    g_fail += !ok;
+    tk_count(ok);
 }
 
 /* The perturbed test build must differ from this library in exactly its documented element:
@@ -205,7 +205,7 @@ static void run_perturbed(void)
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0) {
         printf("FAIL perturbed: cannot read /proc/self/exe\n");
-        g_fail++;
+        tk_count(0);
         return;
     }
     exe[n] = 0;
@@ -213,7 +213,7 @@ static void run_perturbed(void)
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         printf("FAIL perturbed: dlopen %s: %s\n", path, dlerror());
-        g_fail++;
+        tk_count(0);
         return;
     }
     int (*pv)(const vattn_args *, void *, size_t, void *) =
@@ -244,7 +244,7 @@ static void run_perturbed(void)
         int ok = rc0 == 0 && rc1 == 0 && ndiff == 1 && o0[target] != B.o[target] && fabs(d - 0.5) < 0.02;
         printf("%s perturbed build (%s): %zu element(s) differ, delta at documented element %.4f\n",
                ok ? "PASS" : "FAIL", ext ? "vattn_extend" : "vattn_verify", ndiff, d);
-        g_fail += !ok;
+        tk_count(ok);
     }
     free(o0);
     vattn_ext_free(&X);

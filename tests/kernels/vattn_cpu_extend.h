@@ -7,7 +7,7 @@
  * (the new NULL / stride / alignment cases and their place in the check order) and the
  * extend device-data table (bad qo_indptr / kv_indptr / mask_indptr -> VATTN_ERR_INDPTR, bad
  * slot -> VATTN_ERR_INDEX_RANGE, outputs untouched). Included by test_verify_cpu.c after its
- * reference and compare (the random call: ../testkit_vattn.h; g_fail).
+ * reference and compare (the random call: ../testkit_vattn.h; counts: tk_count).
  */
 #ifndef VATTN_CPU_EXTEND_H
 #define VATTN_CPU_EXTEND_H
@@ -41,17 +41,18 @@ static void run_extend_case(const tk_vcase *c, uint64_t seed, int kext_gap)
              X.mask ? "mask" : "causal(NULL)", c->idx64 ? "i64" : "i32", c->fp16 ? "fp16" : "bf16", kext_gap);
     if (rc_v != VATTN_OK || ws != B.ws_bytes) {
         printf("FAIL %s: verify returned %d, extend workspace %zu vs verify's %zu\n", name, rc_v, ws, B.ws_bytes);
-        g_fail++;
+        tk_count(0);
     } else if (!call_ok("vattn_extend", name, rc, &B, ref_o, ref_lse)) {
-        g_fail++;
+        tk_count(0);
     } else if (memcmp(o_v, B.o, B.o_elems * 2) != 0 || memcmp(lse_v, B.lse, B.lse_elems * 4) != 0) {
         size_t k = 0;
         while (k < B.o_elems && o_v[k] == B.o[k])
             k++;
         printf("FAIL %s: not bitwise equal to vattn_verify (first o element differing: %zu)\n", name, k);
-        g_fail++;
+        tk_count(0);
     } else {
         printf("PASS %s: bitwise equal to vattn_verify\n", name);
+        tk_count(1);
     }
     vattn_ext_free(&X);
     free(o_v);
@@ -142,7 +143,7 @@ static void run_extend_ws(void)
     vattn_args a = {.bs = 2, .q_len = 4, .num_heads = 1, .num_slots = 1};
     ok &= vattn_extend_workspace_size(&e) == vattn_workspace_size(&a) && vattn_workspace_size(&a) != (size_t)-1;
     printf("%s extend workspace size: invalid -> (size_t)-1, valid = vattn_workspace_size\n", ok ? "PASS" : "FAIL");
-    g_fail += !ok;
+    tk_count(ok);
 }
 
 static void run_extend_all(void)

@@ -18,12 +18,16 @@ typedef struct {
     size_t chunk;
 } tcase;
 
+/* vis, lse, padded left out: 0 (none / not padded); chunk 0: the writer's default */
 static const tcase cases[] = {
-    {2, 3, 4, 64, VATTN_INDEX_INT64, 1, 1, 1, 64 << 10},
-    {3, 4, 2, 50, VATTN_INDEX_INT32, 0, 0, 1, 16 << 10},
-    {1, 1, 1, 3, VATTN_INDEX_INT64, 0, 1, 0, 4 << 10},
-    {4, 8, 16, 300, VATTN_INDEX_INT32, 1, 0, 0, 0},
-    {5, 7, 3, 1000, VATTN_INDEX_INT64, 1, 1, 1, 8 << 10},
+    {.bs = 2, .q_len = 3, .H = 4, .slots = 64, .index_type = VATTN_INDEX_INT64, .vis = 1, .lse = 1,
+     .padded = 1, .chunk = 64 << 10},
+    {.bs = 3, .q_len = 4, .H = 2, .slots = 50, .index_type = VATTN_INDEX_INT32, .padded = 1,
+     .chunk = 16 << 10},
+    {.bs = 1, .q_len = 1, .H = 1, .slots = 3, .index_type = VATTN_INDEX_INT64, .lse = 1, .chunk = 4 << 10},
+    {.bs = 4, .q_len = 8, .H = 16, .slots = 300, .index_type = VATTN_INDEX_INT32, .vis = 1, .chunk = 0},
+    {.bs = 5, .q_len = 7, .H = 3, .slots = 1000, .index_type = VATTN_INDEX_INT64, .vis = 1, .lse = 1,
+     .padded = 1, .chunk = 8 << 10},
 };
 
 static int64_t idx_at(const tu_vattn *v, const vattn_args *a, const void *ind, int64_t i)

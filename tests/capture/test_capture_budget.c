@@ -76,7 +76,7 @@ static void run_case(const scenario *sc)
         default: TK_CHECK(0, "%s: bad op %c", sc->name, op); return;
         }
         TK_CHECK(got == verdict_of(want), "%s: step %d (%c): verdict %d, want %c", sc->name, step, op, got,
-              want);
+                 want);
     }
     unsigned long long left = kcap_budget_left(&b);
     TK_CHECK(left == sc->left, "%s: left %llu, want %llu", sc->name, left, sc->left);
@@ -136,9 +136,9 @@ static void stress(const char *name, unsigned long long max, unsigned long long 
         const unsigned long long want = max && (!armn || max < armn) ? max : armn;
         TK_CHECK(atomic_load(&over), "%s round %d: the limit was never declared reached", name, round);
         TK_CHECK(atomic_load(&commits) == want, "%s round %d: %llu snapshots committed, want exactly %llu", name,
-              round, (unsigned long long)atomic_load(&commits), want);
+                 round, (unsigned long long)atomic_load(&commits), want);
         TK_CHECK(atomic_load(&b.arm_inflight) == 0, "%s round %d: %llu arming units still in flight", name, round,
-              (unsigned long long)atomic_load(&b.arm_inflight));
+                 (unsigned long long)atomic_load(&b.arm_inflight));
         if (tk_failures)
             return;
     }

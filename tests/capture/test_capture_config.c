@@ -66,11 +66,11 @@ int main(void)
         char why[512] = "";
         int rc = kcap_config_parse(&c, get, (void *)&cases[i].e, why, sizeof why);
         TK_CHECK((rc == 0) == cases[i].ok, "case %zu (%s %s): rc %d why '%s'", i,
-              cases[i].e.env[0] ? cases[i].e.env[0] : "-",
-              cases[i].e.env[1] ? cases[i].e.env[1] : "", rc, why);
+                 cases[i].e.env[0] ? cases[i].e.env[0] : "-",
+                 cases[i].e.env[1] ? cases[i].e.env[1] : "", rc, why);
         if (!cases[i].ok)
             TK_CHECK(strstr(why, cases[i].why_has) != NULL, "case %zu: '%s' does not name %s", i,
-                  why, cases[i].why_has);
+                     why, cases[i].why_has);
     }
 
     /* values */
@@ -88,7 +88,7 @@ int main(void)
         {21, 0}};
     for (size_t i = 0; i < sizeof sel / sizeof sel[0]; i++)
         TK_CHECK(kcap_config_selects(&c, sel[i].seq) == sel[i].sel, "select(%llu)",
-              (unsigned long long)sel[i].seq);
+                 (unsigned long long)sel[i].seq);
     envset e2 = {{"KCAP_DIR=/d", "KCAP_CALLS=0-1,5"}};
     TK_CHECK(kcap_config_parse(&c, get, &e2, why, sizeof why) == 0, "%s", why);
     int want[8] = {1, 1, 0, 0, 0, 1, 0, 0};

@@ -52,7 +52,7 @@ static void verify_case(int bs, int q, int H, int64_t qst, int64_t qsh, int vis,
               qs->row_bytes == 2 * QK, "q: strided rows of 576 bf16");
     TK_CHECK(kv && kv->counter == 0 && kv->idx == (uintptr_t)AT(base + 4) && kv->idx_size == 8 &&
               kv->s0 == 2 * (QK + 64) && kv->row_bytes == 2 * QK && kv->pool_rows == 1000,
-          "kv_cache: pool rows gathered by kv_indices");
+             "kv_cache: pool rows gathered by kv_indices");
     TK_CHECK(o && o->nrows == T * H && o->row_bytes == 1024 && lse && lse->nrows == T &&
               lse->row_bytes == 4 * H, "outputs o (strided rows), lse (dense, T rows of H floats)");
     long long fixed = R16(4 * (bs + 1)) + R16(T * H * 1152) + (vis ? R16(bs * q * q) : 0) +
@@ -60,7 +60,7 @@ static void verify_case(int bs, int q, int H, int64_t qst, int64_t qsh, int vis,
     TK_CHECK(l.fixed_bytes == fixed, "fixed part %lld, want %lld", l.fixed_bytes, fixed);
     long long counts[2] = {37, 0};
     TK_CHECK(kcap_layout_bytes(&l, counts) == (unsigned long long)(fixed + R16(37 * 8) + R16(37 * 1152)),
-          "region bytes for nnz = 37");
+             "region bytes for nnz = 37");
 }
 
 static void extend_case(int masked)
@@ -82,15 +82,15 @@ static void extend_case(int masked)
     TK_CHECK(l.count_src[0] == (uintptr_t)AT(15) + 4ull * bs && l.count_size[0] == 4, "nnz at kv_indptr[bs]");
     if (masked) {
         TK_CHECK(l.count_src[1] == (uintptr_t)AT(18) + 8ull * bs && l.count_size[1] == 8,
-              "mask length at mask_indptr[bs] (int64)");
+                 "mask length at mask_indptr[bs] (int64)");
         const kseg *m = seg_at(&l, (uintptr_t)AT(17), 1);
         TK_CHECK(m && m->counter == 1 && m->row_bytes == 1, "custom_mask counted by mask_indptr[bs]");
     }
     const kseg *k = seg_at(&l, (uintptr_t)AT(12), 1), *kv = seg_at(&l, (uintptr_t)AT(13), 1);
     TK_CHECK(k && k->nrows == bs * q && k->n1 == 1 && k->s0 == 2 * 640 && k->row_bytes == 1152,
-          "k_extend: T strided rows");
+             "k_extend: T strided rows");
     TK_CHECK(kv && kv->idx == (uintptr_t)AT(16) && kv->idx_size == 4 && kv->counter == 0,
-          "prefix rows gathered by int32 kv_indices");
+             "prefix rows gathered by int32 kv_indices");
     TK_CHECK(l.nout == 1, "lse absent: one output");
 }
 

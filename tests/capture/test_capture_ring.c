@@ -53,7 +53,7 @@ static void test_place(void)
         TK_CHECK(got == c->want, "%s: got %d, want %d", c->name, got, c->want);
         if (got == KCAP_PLACE_OK && c->want == KCAP_PLACE_OK) {
             TK_CHECK(s == c->start, "%s: start %llu, want %llu", c->name, (unsigned long long)s,
-                  (unsigned long long)c->start);
+                     (unsigned long long)c->start);
             uint64_t need = (c->need + 255) & ~255ull;
             TK_CHECK(nh == s + need, "%s: new head", c->name);
             TK_CHECK(s % c->cap + need <= c->cap, "%s: region crosses the end", c->name);
@@ -71,7 +71,7 @@ static void test_books(void)
     TK_CHECK(kcap_ring_books_done(b, 3, 300) == 0, "3 before 1 must not move the tail");
     TK_CHECK(kcap_ring_books_done(b, 1, 100) == 1, "1 releases 1..3");
     TK_CHECK(b->tail == 300 && b->tail_ticket == 3, "tail %llu ticket %llu", (unsigned long long)b->tail,
-          (unsigned long long)b->tail_ticket);
+             (unsigned long long)b->tail_ticket);
     TK_CHECK(kcap_ring_books_done(b, 3, 300) == -1, "a released ticket again is refused");
     TK_CHECK(kcap_ring_books_done(b, 3 + KCAP_RING_NREC + 1, 1) == -1, "outside the window is refused");
     TK_CHECK(kcap_ring_books_done(b, 4, 400) == 1, "next in order moves at once");
@@ -156,8 +156,8 @@ static void test_random(void)
         TK_CHECK(b->tail <= head && head - b->tail <= cap, "counters out of order");
     }
     TK_CHECK(placed > 5000 && full > 1000 && big > 100, "the random run exercised every path "
-          "(placed %llu full %llu big %llu)", (unsigned long long)placed, (unsigned long long)full,
-          (unsigned long long)big);
+             "(placed %llu full %llu big %llu)", (unsigned long long)placed, (unsigned long long)full,
+             (unsigned long long)big);
     free(b);
 }
 

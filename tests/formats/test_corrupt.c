@@ -97,12 +97,12 @@ static void corpus(void)
                 }
             TK_CHECK(want >= 0, "%s: no expectation in the table", path);
             TK_CHECK(rc != 0 && !s && rk == rc && rh == rc, "%s must be refused by every reader "
-                  "(read %d, header %d, check %d)", path, rc, rh, rk);
+                     "(read %d, header %d, check %d)", path, rc, rh, rk);
             TK_CHECK(rc == want, "%s: code %d (%s), want %d: %s", path, rc, kcap_err_string(rc),
-                  want, err.msg);
+                     want, err.msg);
             TK_CHECK(strstr(err.msg, why) && strstr(err2.msg, why) && strstr(err3.msg, why),
-                  "%s: the reason should say '%s': read '%s', header '%s', check '%s'", path,
-                  why, err.msg, err2.msg, err3.msg);
+                     "%s: the reason should say '%s': read '%s', header '%s', check '%s'", path,
+                     why, err.msg, err2.msg, err3.msg);
             TK_CHECK(strstr(err.msg, path) != NULL, "%s: message names the file: %s", path, err.msg);
             printf("  %-48s %s\n", e->d_name, err.msg + strlen(path) + 2);
         }

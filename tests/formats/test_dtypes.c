@@ -70,7 +70,7 @@ int main(void)
                 for (int i = 0; i < 7; i++) {
                     const kcap_tensor *t = kcap_snapshot_tensor(b, dt_desc[3 + i].name, KCAP_DIR_IN);
                     TK_CHECK(t && t->nbytes == (size_t)(a.n * a.m) * es[i] && !memcmp(t->data, a.p[i], t->nbytes),
-                          "%s n=%lld round trip", dt_desc[3 + i].name, (long long)a.n);
+                             "%s n=%lld round trip", dt_desc[3 + i].name, (long long)a.n);
                 }
                 const kcap_tensor *e = kcap_snapshot_tensor(b, "empty", KCAP_DIR_IN);
                 TK_CHECK(empty ? e && e->nbytes == 0 && e->shape[0] == 0 : !e, "empty/absent tensor");
@@ -89,7 +89,7 @@ int main(void)
                     void *buf = malloc((size_t)(a.n * a.m) * es[i]);
                     TK_CHECK(H5Dread(d, want[i], H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0 &&
                               !memcmp(buf, a.p[i], (size_t)(a.n * a.m) * es[i]),
-                          "%s via the HDF5 filter pipeline", p);
+                             "%s via the HDF5 filter pipeline", p);
                     free(buf);
                     H5Tclose(t);
                     H5Dclose(d);

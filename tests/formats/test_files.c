@@ -45,7 +45,7 @@ static void no_replace(const kcap_snapshot *s, const char *file, const char *dir
     TK_CHECK(!stat(file, &a), "%s exists", file);
     int rc = kcap_snapshot_write(NULL, s, file, &err);
     TK_CHECK(rc == KCAP_ERR_EXISTS && strstr(err.msg, "already exists"), "rewrite: rc %d %s", rc,
-          err.msg);
+             err.msg);
     TK_CHECK(!stat(file, &b) && a.st_ino == b.st_ino && a.st_mtime == b.st_mtime, "file untouched");
     TK_CHECK(count_entries(dir) == 1, "nothing left beside it");
     /* the race: the name appears between open and commit */
@@ -57,7 +57,7 @@ static void no_replace(const kcap_snapshot *s, const char *file, const char *dir
     fclose(f);
     rc = kcap_atomic_commit(&at, &err);
     TK_CHECK(rc == KCAP_ERR_EXISTS && strstr(err.msg, "never replaced"), "race: rc %d %s", rc,
-          err.msg);
+             err.msg);
     TK_CHECK(!stat(late, &b) && b.st_size == 6, "their file kept");
     TK_CHECK(count_entries(dir) == 2, "no temp file left after the lost race");
     /* the fallback used where renameat2(RENAME_NOREPLACE) is refused */
@@ -66,11 +66,11 @@ static void no_replace(const kcap_snapshot *s, const char *file, const char *dir
     close(tfd);
     errno = 0;
     TK_CHECK(kcap_link_noreplace(dfd, "t1", "late.h5") == -1 && errno == EEXIST,
-          "fallback onto an existing name: errno %d", errno);
+             "fallback onto an existing name: errno %d", errno);
     TK_CHECK(kcap_link_noreplace(dfd, "t1", "t2") == 0 && faccessat(dfd, "t1", F_OK, 0) &&
               !faccessat(dfd, "t2", F_OK, 0), "fallback moves the temp name");
     TK_CHECK(kcap_rename_noreplace(dfd, "t2", "late.h5") == -1 && errno == EEXIST,
-          "renameat2 path onto an existing name: errno %d", errno);
+             "renameat2 path onto an existing name: errno %d", errno);
     unlinkat(dfd, "t2", 0);
     unlink(late);
     close(dfd);
@@ -131,7 +131,7 @@ int main(void)
     const char *levels[] = {"a", "a/b", "a/b/c"};
     for (int i = 0; i < 3; i++)
         TK_CHECK(!stat(tu_path(levels[i]), &st) && (st.st_mode & 0777) == 0700, "%s mode %o",
-              levels[i], st.st_mode & 0777);
+                 levels[i], st.st_mode & 0777);
     TK_CHECK_OK(kcap_mkdir_private(dir, &err), err); /* exists: fine */
     char *file = tu_path("a/b/c/s.h5");
     TK_CHECK_OK(kcap_snapshot_write(NULL, s, file, &err), err);
@@ -149,7 +149,7 @@ int main(void)
     int rc = kcap_snapshot_write(NULL, s, link, &err);
     TK_CHECK(rc == KCAP_ERR_IO && strstr(err.msg, "symbolic link"), "write to a symlink: %s", err.msg);
     TK_CHECK(!lstat(link, &st) && S_ISLNK(st.st_mode) && !stat(target, &st) && st.st_size == 8,
-          "link and its target untouched");
+             "link and its target untouched");
     char *dlink = tu_path("dirlink");
     TK_CHECK(!symlink(dir, dlink), "dir symlink");
     rc = kcap_mkdir_private(dlink, &err);
@@ -186,9 +186,9 @@ int main(void)
         int status = 0;
         waitpid(pid, &status, 0);
         TK_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-              "write under RLIMIT_FSIZE %ld fails cleanly (status %#x)", limits[li], status);
+                 "write under RLIMIT_FSIZE %ld fails cleanly (status %#x)", limits[li], status);
         TK_CHECK(count_entries(full) == 0, "no partial or temp file left (%d entries)",
-              count_entries(full));
+                 count_entries(full));
     }
 
     /* several writers and readers at once */

@@ -44,7 +44,7 @@ static void compare_snap(const kcap_snapshot *a, const kcap_snapshot *b, const c
     for (int i = 0; i < a->nscalars && i < b->nscalars; i++) {
         const kcap_scalar *x = &a->scalars[i], *y = kcap_snapshot_scalar(b, x->name);
         TK_CHECK(y && y->type == x->type && y->i == x->i && (y->f == x->f),
-              "%s: scalar %s", what, x->name);
+                 "%s: scalar %s", what, x->name);
     }
     for (int i = 0; i < a->ntensors; i++) {
         const kcap_tensor *x = &a->tensors[i], *y = kcap_snapshot_tensor(b, x->name, x->dir);
@@ -53,10 +53,10 @@ static void compare_snap(const kcap_snapshot *a, const kcap_snapshot *b, const c
             continue;
         TK_CHECK(y->dtype == x->dtype && y->ndim == x->ndim && y->nbytes == x->nbytes &&
                   y->has_strides == x->has_strides,
-              "%s: tensor %s header", what, x->name);
+                 "%s: tensor %s header", what, x->name);
         for (int k = 0; k < x->ndim; k++)
             TK_CHECK(x->shape[k] == y->shape[k] && (!x->has_strides || x->strides[k] == y->strides[k]),
-                  "%s: %s dim %d", what, x->name, k);
+                     "%s: %s dim %d", what, x->name, k);
         if (x->nbytes == y->nbytes && x->data && y->data) {
             size_t bad = 0;
             while (bad < x->nbytes && ((uint8_t *)x->data)[bad] == ((uint8_t *)y->data)[bad])
@@ -70,7 +70,7 @@ static void compare_snap(const kcap_snapshot *a, const kcap_snapshot *b, const c
               m->pid == n->pid && m->rank == n->rank && m->seq == n->seq &&
               !strcmp(m->lib_hash, n->lib_hash) && !strcmp(m->lib_path, n->lib_path) &&
               !strcmp(m->kcap_version, n->kcap_version) && n->format_major == 1,
-          "%s: metadata differs", what);
+             "%s: metadata differs", what);
 }
 
 static void check_recorded(const tu_vattn *v, const kcap_snapshot *s)
@@ -89,7 +89,7 @@ static void check_recorded(const tu_vattn *v, const kcap_snapshot *s)
                           (uint16_t *)v->q + t * a->q_stride_t + h * a->q_stride_h, 1152) != 0;
     TK_CHECK(!bad, "q gathered from its strided view (%d rows differ)", bad);
     TK_CHECK(kv->shape[0] == v->nnz && kv->has_strides && kv->strides[0] == a->kv_stride,
-          "kv_cache [%lld] rows stride %lld", (long long)kv->shape[0], (long long)kv->strides[0]);
+             "kv_cache [%lld] rows stride %lld", (long long)kv->shape[0], (long long)kv->strides[0]);
     bad = 0;
     for (int64_t i = 0; i < v->nnz; i++)
         bad += memcmp((uint16_t *)kv->data + i * 576,
@@ -123,7 +123,7 @@ static void check_rebuilt(const tu_vattn *v, const kcap_snapshot *s, kcap_pool_m
     TK_CHECK(b->bs == a->bs && b->q_len == a->q_len && b->num_heads == H && b->sm_scale == a->sm_scale &&
               b->q_stride_t == a->q_stride_t && b->kv_stride == a->kv_stride &&
               b->o_stride_h == a->o_stride_h && b->dtype == a->dtype && b->index_type == a->index_type,
-          "scalars restored");
+             "scalars restored");
     /* q: values at the original strides, gaps poisoned */
     size_t qspan = v->q_bytes;
     uint8_t *mask = calloc(1, qspan);
@@ -142,7 +142,7 @@ static void check_rebuilt(const tu_vattn *v, const kcap_snapshot *s, kcap_pool_m
     TK_CHECK(!memcmp(b->kv_indptr, a->kv_indptr, sizeof(int32_t) * (size_t)(a->bs + 1)), "indptr");
     TK_CHECK(!b->visibility == !a->visibility &&
               (!a->visibility || !memcmp(b->visibility, a->visibility, (size_t)a->bs * a->q_len * a->q_len)),
-          "visibility");
+             "visibility");
     /* the pool */
     int remapped = mode == KCAP_POOL_REMAP ||
                    (mode == KCAP_POOL_AUTO && (size_t)a->num_slots * a->kv_stride * 2 > (1 << 20));
@@ -166,7 +166,7 @@ static void check_rebuilt(const tu_vattn *v, const kcap_snapshot *s, kcap_pool_m
             if (idx_at(v, b, b->kv_indices, i) > maxid)
                 maxid = idx_at(v, b, b->kv_indices, i);
         TK_CHECK(b->num_slots == maxid + 1, "remapped num_slots %lld, max id %lld",
-              (long long)b->num_slots, (long long)maxid);
+                 (long long)b->num_slots, (long long)maxid);
     } else {
         TK_CHECK(b->num_slots == a->num_slots, "num_slots kept");
         /* a slot nobody references is poisoned */
@@ -176,7 +176,7 @@ static void check_rebuilt(const tu_vattn *v, const kcap_snapshot *s, kcap_pool_m
                 used = idx_at(v, a, a->kv_indices, i) == sl;
             if (!used) {
                 TK_CHECK(all_ff((const uint8_t *)b->kv_cache + sl * a->kv_stride * 2, 1152),
-                      "unreferenced slot %lld poisoned", (long long)sl);
+                         "unreferenced slot %lld poisoned", (long long)sl);
                 break;
             }
         }
@@ -240,9 +240,9 @@ static void check_dup_rows(void)
             int r1 = kcap_snapshot_read(tu_path(name), &back, &e1);
             int r2 = kcap_snapshot_check(tu_path(name), &e2);
             TK_CHECK(r1 == KCAP_ERR_CORRUPT && strstr(e1.msg, "both hold slot"), "read: %d %s", r1,
-                  e1.msg);
+                     e1.msg);
             TK_CHECK(r2 == KCAP_ERR_CORRUPT && strstr(e2.msg, "both hold slot"), "check (row "
-                  "hashes), layout %zu: %d %s", l, r2, e2.msg);
+                     "hashes), layout %zu: %d %s", l, r2, e2.msg);
             (void)a;
             kcap_snapshot_free(back);
             kcap_writer_free(w);
@@ -296,7 +296,7 @@ int main(void)
                 for (int i = 0; i < hdr->ntensors; i++)
                     TK_CHECK(hdr->tensors[i].data == NULL && stored[i] > 0 &&
                               hdr->tensors[i].nbytes == s->tensors[i].nbytes,
-                          "header tensor %d", i);
+                             "header tensor %d", i);
             }
             TK_CHECK_OK(kcap_snapshot_check(path, &err), err);
             free(stored);

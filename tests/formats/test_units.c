@@ -89,7 +89,7 @@ static void test_chunks(void)
         for (int d = 0; d < t[i].nd; d++)
             ok &= c[d] == t[i].want[d];
         TK_CHECK(ok, "chunk dims case %zu: got %llu,%llu,%llu", i, (unsigned long long)c[0],
-              (unsigned long long)c[1], (unsigned long long)c[2]);
+                 (unsigned long long)c[1], (unsigned long long)c[2]);
     }
 }
 
@@ -97,9 +97,9 @@ static void test_dtypes(void)
 {
     for (int d = 1; d < KCAP_DT_COUNT; d++)
         TK_CHECK((int)kcap_dtype_from_name(kcap_dtype_name((kcap_dtype)d)) == d && kcap_dtype_size((kcap_dtype)d),
-              "dtype %d name round trip", d);
+                 "dtype %d name round trip", d);
     TK_CHECK(kcap_dtype_from_name("bf16") == KCAP_DT_INVALID && kcap_dtype_size(KCAP_DT_INVALID) == 0,
-          "unknown dtype");
+             "unknown dtype");
     TK_CHECK(!strcmp(kcap_dtype_name(KCAP_DT_BF16), "bfloat16"), "bf16 is named bfloat16");
 }
 
@@ -135,7 +135,7 @@ static void test_expr(void)
         int64_t v = -1;
         int rc = kcap_expr_eval(d, s, t[i].e, &v, &err);
         TK_CHECK(rc == t[i].rc && (rc || v == t[i].v), "'%s': rc %d (%s) v %lld, want rc %d v %lld",
-              t[i].e, rc, err.msg, (long long)v, t[i].rc, (long long)t[i].v);
+                 t[i].e, rc, err.msg, (long long)v, t[i].rc, (long long)t[i].v);
         TK_CHECK(!rc || strstr(err.msg, t[i].e), "'%s': message names the expression: %s", t[i].e, err.msg);
     }
     kcap_snapshot_free(s);
@@ -218,7 +218,7 @@ static void test_messages(void)
         kcap_h5_errtext(buf, sizeof buf);
         kcap_h5_unlock();
         TK_CHECK(f < 0 && strstr(buf, cases[i].want), "%s: '%s' should say '%s'", cases[i].path,
-              buf, cases[i].want);
+                 buf, cases[i].want);
     }
     static const struct {
         const char *in, *out;
@@ -234,7 +234,7 @@ static void test_messages(void)
         char buf[64];
         kcap_printable(buf, esc[i].n, esc[i].in);
         TK_CHECK(!strcmp(buf, esc[i].out), "kcap_printable case %zu: '%s', want '%s'", i, buf,
-              esc[i].out);
+                 esc[i].out);
     }
 }
 

@@ -114,14 +114,14 @@ static void run_row(const row *r)
     TK_CHECK(c.bitwise == r->bitwise, "%s: bitwise %d want %d", r->what, c.bitwise, r->bitwise);
     TK_CHECK(c.n_beyond == r->beyond, "%s: beyond %zu want %zu", r->what, c.n_beyond, r->beyond);
     TK_CHECK(c.nonfinite_mismatch == r->nf_mismatch, "%s: nf mismatch %zu want %zu", r->what,
-          c.nonfinite_mismatch, r->nf_mismatch);
+             c.nonfinite_mismatch, r->nf_mismatch);
     TK_CHECK(c.nonfinite_matched == r->nf_matched, "%s: nf matched %zu want %zu", r->what,
-          c.nonfinite_matched, r->nf_matched);
+             c.nonfinite_matched, r->nf_matched);
     if (r->worst != -2) {
         TK_CHECK(c.worst == r->worst, "%s: worst %lld want %lld", r->what, (long long)c.worst,
-              (long long)r->worst);
+                 (long long)r->worst);
         TK_CHECK(c.worst_kind == r->kind, "%s: worst kind %d want %d", r->what, c.worst_kind,
-              r->kind);
+                 r->kind);
     }
     if (r->plant == P_BIG && r->dt == KCAP_DT_F32) {
         double diff = fabs(kcap_cmp_value(r->dt, got, r->at) - w);
@@ -136,7 +136,7 @@ static void run_row(const row *r)
     }
     if (r->plant == P_NONE)
         TK_CHECK(c.max_abs == 0 && c.rel_l2 == 0 && fabs(c.cosine - 1) < 1e-12,
-              "%s: metrics of identical data", r->what);
+                 "%s: metrics of identical data", r->what);
     free(want);
     free(got);
 }
@@ -173,8 +173,8 @@ static void test_integers_exact(void)
     kcap_compare(KCAP_DT_I64, big2, big, 3, &loose, &c);
     TK_CHECK(!c.pass && !c.bitwise && c.n_beyond == 1 && c.worst == 1 &&
               c.worst_kind == KCAP_WORST_VALUE,
-          "int64 off by one above 2^53: pass %d beyond %zu worst %lld", c.pass, c.n_beyond,
-          (long long)c.worst);
+             "int64 off by one above 2^53: pass %d beyond %zu worst %lld", c.pass, c.n_beyond,
+             (long long)c.worst);
 }
 
 static void test_f16(void)
@@ -195,15 +195,15 @@ static void test_locate(void)
     int64_t flat = (4 * 2 + 1) * 4 + 3;
     TK_CHECK(kcap_cmp_locate(flat, 3, shape, 3, loc) == 0, "locate ok");
     TK_CHECK(loc[0] == 1 && loc[1] == 1 && loc[2] == 1 && loc[3] == 3, "locate (%lld,%lld,%lld,%lld)",
-          (long long)loc[0], (long long)loc[1], (long long)loc[2], (long long)loc[3]);
+             (long long)loc[0], (long long)loc[1], (long long)loc[2], (long long)loc[3]);
     int64_t lse_shape[2] = {6, 2};
     TK_CHECK(kcap_cmp_locate(5 * 2 + 0, 2, lse_shape, 3, loc) == 0 && loc[0] == 1 && loc[1] == 2 &&
               loc[2] == 0 && loc[3] == -1,
-          "locate lse");
+             "locate lse");
     TK_CHECK(kcap_cmp_locate(0, 3, shape, 4, loc) == -1, "T not divisible by q_len");
     TK_CHECK(kcap_compare(KCAP_DT_INVALID, shape, shape, 1, NULL, &(kcap_cmp_result){0}) ==
               KCAP_ERR_ARG,
-          "invalid dtype rejected");
+             "invalid dtype rejected");
 }
 
 int main(void)

@@ -30,11 +30,12 @@ static const tcase cases[] = {
      .padded = 1, .chunk = 8 << 10},
 };
 
-static int64_t idx_at(const tu_vattn *v, const vattn_args *a, const void *ind, int64_t i)
+#define QK_ROW_BYTES (QK * 2) /* one bf16 q or kv row */
+#define DV_ROW_BYTES (DV * 2) /* one bf16 o row */
+
+static int64_t idx_at(const vattn_args *a, const void *ind, int64_t i)
 {
-    return a->index_type == VATTN_INDEX_INT32 ? ((const int32_t *)ind)[i]
-                                              : ((const int64_t *)ind)[i];
-    (void)v;
+    return a->index_type == VATTN_INDEX_INT32 ? ((const int32_t *)ind)[i] : ((const int64_t *)ind)[i];
 }
 
 static void compare_snap(const kcap_snapshot *a, const kcap_snapshot *b, const char *what)
@@ -86,14 +87,14 @@ static void check_recorded(const tu_vattn *v, const kcap_snapshot *s)
     for (int t = 0; t < T; t++)
         for (int h = 0; h < a->num_heads; h++)
             bad += memcmp((uint16_t *)q->data + ((size_t)t * a->num_heads + h) * 576,
-                          (uint16_t *)v->q + t * a->q_stride_t + h * a->q_stride_h, 1152) != 0;
+                          (uint16_t *)v->q + t * a->q_stride_t + h * a->q_stride_h, QK_ROW_BYTES) != 0;
     TK_CHECK(!bad, "q gathered from its strided view (%d rows differ)", bad);
     TK_CHECK(kv->shape[0] == v->nnz && kv->has_strides && kv->strides[0] == a->kv_stride,
              "kv_cache [%lld] rows stride %lld", (long long)kv->shape[0], (long long)kv->strides[0]);
     bad = 0;
     for (int64_t i = 0; i < v->nnz; i++)
         bad += memcmp((uint16_t *)kv->data + i * 576,
-                      (uint16_t *)v->kv + idx_at(v, a, v->indices, i) * a->kv_stride, 1152) != 0;
+                      (uint16_t *)v->kv + idx_at(a, v->indices, i) * a->kv_stride, QK_ROW_BYTES) != 0;
     TK_CHECK(!bad, "kv rows gathered in index order (%d differ)", bad);
     TK_CHECK(!kcap_snapshot_tensor(s, "visibility", KCAP_DIR_IN) == !v->vis, "visibility presence");
     TK_CHECK(!kcap_snapshot_tensor(s, "lse", KCAP_DIR_OUT) == !v->lse, "lse presence");
@@ -131,8 +132,8 @@ static void check_rebuilt(const tu_vattn *v, const kcap_snapshot *s, kcap_pool_m
     for (int t = 0; t < T; t++)
         for (int h = 0; h < H; h++) {
             size_t off = ((size_t)t * (size_t)a->q_stride_t + (size_t)h * (size_t)a->q_stride_h) * 2;
-            bad += memcmp((const uint8_t *)b->q + off, (const uint8_t *)v->q + off, 1152) != 0;
-            memset(mask + off, 1, 1152);
+            bad += memcmp((const uint8_t *)b->q + off, (const uint8_t *)v->q + off, QK_ROW_BYTES) != 0;
+            memset(mask + off, 1, QK_ROW_BYTES);
         }
     int gap_bad = 0;
     for (size_t i = 0; i < qspan; i++)
@@ -149,13 +150,13 @@ static void check_rebuilt(const tu_vattn *v, const kcap_snapshot *s, kcap_pool_m
     TK_CHECK(r.pool_remapped == remapped, "pool_remapped %d want %d", r.pool_remapped, remapped);
     bad = 0;
     for (int64_t i = 0; i < v->nnz; i++) {
-        int64_t old = idx_at(v, a, a->kv_indices, i), now = idx_at(v, b, b->kv_indices, i);
+        int64_t old = idx_at(a, a->kv_indices, i), now = idx_at(b, b->kv_indices, i);
         bad += memcmp((const uint16_t *)b->kv_cache + now * b->kv_stride,
-                      (const uint16_t *)v->kv + old * a->kv_stride, 1152) != 0;
+                      (const uint16_t *)v->kv + old * a->kv_stride, QK_ROW_BYTES) != 0;
         if (!remapped)
             bad += now != old;
         for (int64_t j = 0; remapped && j < v->nnz; j++) { /* relative order kept */
-            int64_t oj = idx_at(v, a, a->kv_indices, j), nj = idx_at(v, b, b->kv_indices, j);
+            int64_t oj = idx_at(a, a->kv_indices, j), nj = idx_at(b, b->kv_indices, j);
             bad += (old < oj) != (now < nj) || (old == oj) != (now == nj);
         }
     }
@@ -163,8 +164,8 @@ static void check_rebuilt(const tu_vattn *v, const kcap_snapshot *s, kcap_pool_m
     if (remapped) {
         int64_t maxid = -1;
         for (int64_t i = 0; i < v->nnz; i++)
-            if (idx_at(v, b, b->kv_indices, i) > maxid)
-                maxid = idx_at(v, b, b->kv_indices, i);
+            if (idx_at(b, b->kv_indices, i) > maxid)
+                maxid = idx_at(b, b->kv_indices, i);
         TK_CHECK(b->num_slots == maxid + 1, "remapped num_slots %lld, max id %lld",
                  (long long)b->num_slots, (long long)maxid);
     } else {
@@ -173,9 +174,9 @@ static void check_rebuilt(const tu_vattn *v, const kcap_snapshot *s, kcap_pool_m
         for (int64_t sl = 0; sl < a->num_slots; sl++) {
             int used = 0;
             for (int64_t i = 0; i < v->nnz && !used; i++)
-                used = idx_at(v, a, a->kv_indices, i) == sl;
+                used = idx_at(a, a->kv_indices, i) == sl;
             if (!used) {
-                TK_CHECK(all_ff((const uint8_t *)b->kv_cache + sl * a->kv_stride * 2, 1152),
+                TK_CHECK(all_ff((const uint8_t *)b->kv_cache + sl * a->kv_stride * 2, QK_ROW_BYTES),
                          "unreferenced slot %lld poisoned", (long long)sl);
                 break;
             }
@@ -189,7 +190,7 @@ static void check_rebuilt(const tu_vattn *v, const kcap_snapshot *s, kcap_pool_m
     for (int t = 0; t < T; t++)
         for (int h = 0; h < H; h++)
             memcpy((uint16_t *)b->o + t * b->o_stride_t + h * b->o_stride_h,
-                   want + ((size_t)t * H + h) * 512, 1024);
+                   want + ((size_t)t * H + h) * DV, DV_ROW_BYTES);
     rc = kcap_call_fetch_output(d, &r, s, "o", m, dense, &err);
     TK_CHECK_OK(rc, err);
     TK_CHECK(!memcmp(dense, want, (size_t)T * H * 512 * 2), "fetch_output o");

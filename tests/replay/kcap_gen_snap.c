@@ -38,6 +38,11 @@
 #define GEN_MIN_ABS (1.0 / 64) /* inputs never 0 (nor tiny), so no score is trivially 0 */
 #define GEN_SCALE_ALT 0.041666668f /* 1/sqrt(576), the other scale a server may pass */
 #define GEN_ROW_PAD 64 /* extra elements of a padded row (a multiple of 8: 16-byte alignment) */
+/* prefixes: small cases 0..200 keys, large ones 500..6000 (the benchmark's long contexts) */
+#define GEN_SMALL_PREFIX_MAX 200
+#define GEN_LARGE_PREFIX_MIN 500
+#define GEN_LARGE_PREFIX_MAX 6000
+#define GEN_POOL_EXTRA_MAX 64 /* spare pool rows beyond the multiple of the keys */
 
 static uint16_t gen_val(tk_rng *r, int fp16) { return tk_enc_trunc(tk_nonzero(r, GEN_MIN_ABS), fp16); }
 
@@ -77,13 +82,14 @@ static int make_case(uint64_t seed, int i, int large, tk_vcall *g)
     if (!prefix)
         return -1;
     for (int b = 0; b < c.bs; b++) {
-        prefix[b] = large ? tk_range(&s, 500, 6000) : tk_range(&s, 0, 200);
+        prefix[b] = large ? tk_range(&s, GEN_LARGE_PREFIX_MIN, GEN_LARGE_PREFIX_MAX)
+                          : tk_range(&s, 0, GEN_SMALL_PREFIX_MAX);
         if (b == 0 && i % 2 == 0)
             prefix[b] = 0;
         nnz += prefix[b] + c.q_len;
     }
     c.prefixes = prefix;
-    c.num_slots = nnz * (large ? 2 : tk_range(&s, 1, 3)) + tk_range(&s, 0, 64);
+    c.num_slots = nnz * (large ? 2 : tk_range(&s, 1, 3)) + tk_range(&s, 0, GEN_POOL_EXTRA_MAX);
     tk_vcall_build(&c, &s, g);
     free(prefix);
     tk_vcall_poison(g);

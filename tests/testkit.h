@@ -25,10 +25,12 @@ __attribute__((weak)) int tk_failures; /* checks that failed */
 #define TK_CHECK(cond, ...)                                                                  \
     do {                                                                                     \
         if (!tk_count(!!(cond))) {                                                           \
+            flockfile(stdout); /* one line per failure, also from worker threads */          \
             tk_fail_at(__FILE__, __LINE__, #cond);                                           \
             printf(__VA_ARGS__);                                                             \
             printf("\n");                                                                    \
             fflush(stdout);                                                                  \
+            funlockfile(stdout);                                                             \
         }                                                                                    \
     } while (0)
 /* A kcap call returned rc with its kcap_error err: 0 expected, the message printed if not. */
@@ -49,8 +51,8 @@ static inline void tk_fail_at(const char *file, int line, const char *cond)
     printf("FAIL %s:%d: %s: ", file, line, cond);
 }
 
-/* The closing line of a test ("OK: N checks" / "FAIL: F of N checks failed") and its exit
- * status. */
+/* The closing line of a test ("OK name: N checks" / "FAIL name: F of N checks failed") and
+ * its exit status. */
 static inline int tk_summary(const char *name)
 {
     if (tk_failures)

@@ -22,10 +22,19 @@ mkdir -p "$T/fref" "$T/fcap"
 with_kcap KCAP_DIR="$T/fork" -- "$CLIENT" --fork --calls 2 --seed 52 --dump "$T/fcap" 2>"$T/fork.err" ||
     { cat "$T/fork.err"; fail "fork under libkcap"; }
 same_outputs "$T/fref" "$T/fcap" && ok "fork: outputs byte-identical" || fail "fork: outputs differ"
-"$SNAPCMP" --all --expect 5 "$T/fork" "$T/fcap" && ok "fork: parent 3 + child 2 snapshots match" ||
-    { cat "$T/fork.err"; fail "fork snapcmp"; }
-pids=$(ls "$T/fork" | sed -n 's/.*-p\([0-9]*\)-[0-9a-f]*-s.*/\1/p' | sort -u | wc -l)
-[ "$pids" = 2 ] && ok "fork: two pids in file names" || fail "fork pids ($pids)"
+if grep -q "forked during a libhdf5 call" "$T/fork.err"; then
+    # the documented trade-off (capture/README.md): fork waits at most 2 ms for the parent's
+    # writer to leave libhdf5; a child forked inside that call cannot write, and its two
+    # snapshots are dropped and counted, never half-written (seen on a loaded 2-core machine)
+    [ "$(count_h5 "$T/fork")" = 3 ] && grep -q "dropped(queue=2 " "$T/fork.err" &&
+        ok "fork inside the parent's libhdf5 call: parent 3 written, the child's 2 dropped and counted" ||
+        { cat "$T/fork.err"; fail "fork during a write"; }
+else
+    "$SNAPCMP" --all --expect 5 "$T/fork" "$T/fcap" && ok "fork: parent 3 + child 2 snapshots match" ||
+        { cat "$T/fork.err"; fail "fork snapcmp"; }
+    pids=$(ls "$T/fork" | sed -n 's/.*-p\([0-9]*\)-[0-9a-f]*-s.*/\1/p' | sort -u | wc -l)
+    [ "$pids" = 2 ] && ok "fork: two pids in file names" || fail "fork pids ($pids)"
+fi
 [ "$(grep -c 'stats:' "$T/fork.err")" = 2 ] && ok "fork: each process logs its own stats" || { cat "$T/fork.err"; fail "fork stats"; }
 
 with_kcap KCAP_DIR="$T/forkd" KCAP_FORK=dormant -- "$CLIENT" --fork --calls 2 --seed 52 --quiet 2>"$T/forkd.err" ||

@@ -65,51 +65,53 @@ $(OBJ)/capture/kcap_names_cli.o: capture/kcap_names.c
 
 # ---- tests ------------------------------------------------------------------------------
 CAPT := $(TBIN)/capture
+# the C test kit: these rules compile their sources directly (no dependency files)
+TESTKIT_H := tests/testkit.h tests/testkit_vattn.h
 CAPTURE_TEST_BINS := $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/capture_client \
                      $(CAPT)/snapcmp $(CAPT)/libvattn_null.so $(CAPT)/bench_dormant \
                      $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout $(CAPT)/badargs_client \
                      $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch
-$(CAPT)/test_capture_config: tests/capture/test_capture_config.c $(OBJ)/capture/kcap_config_cli.o
+$(CAPT)/test_capture_config: tests/capture/test_capture_config.c $(OBJ)/capture/kcap_config_cli.o $(TESTKIT_H)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS)
+	$(CC) $(CFLAGS) $(filter-out %.h,$^) -o $@ $(LDFLAGS)
 
 # the snapshot budget (KCAP_MAX, arming counts) on its own, threaded
-$(CAPT)/test_capture_budget: tests/capture/test_capture_budget.c capture/kcap_budget.c capture/kcap_budget.h
+$(CAPT)/test_capture_budget: tests/capture/test_capture_budget.c capture/kcap_budget.c capture/kcap_budget.h $(TESTKIT_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Icapture tests/capture/test_capture_budget.c capture/kcap_budget.c -o $@ $(LDFLAGS) -pthread
 
 # the process-wide state, the queue + writer and the arming watcher on their own
 CAPTURE_UNIT_SRCS := capture/kcap_state.c capture/kcap_budget.c capture/kcap_log.c capture/kcap_config.c
-$(CAPT)/test_capture_state: tests/capture/test_capture_state.c $(CAPTURE_UNIT_SRCS) $(wildcard capture/*.h)
+$(CAPT)/test_capture_state: tests/capture/test_capture_state.c $(CAPTURE_UNIT_SRCS) $(wildcard capture/*.h) $(TESTKIT_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Icapture -Itests tests/capture/test_capture_state.c $(CAPTURE_UNIT_SRCS) $(COMMON_OBJS) -o $@ $(LDFLAGS) -pthread -ldl
-$(CAPT)/test_capture_queue: tests/capture/test_capture_queue.c capture/kcap_queue.c capture/kcap_names.c capture/kcap_size.c $(CAPTURE_UNIT_SRCS) $(FORMATS_LIB) $(wildcard capture/*.h)
+$(CAPT)/test_capture_queue: tests/capture/test_capture_queue.c capture/kcap_queue.c capture/kcap_names.c capture/kcap_size.c $(CAPTURE_UNIT_SRCS) $(FORMATS_LIB) $(wildcard capture/*.h) $(TESTKIT_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(HDF5_CFLAGS) -Icapture -Itests tests/capture/test_capture_queue.c capture/kcap_queue.c capture/kcap_names.c capture/kcap_size.c \
 	  $(CAPTURE_UNIT_SRCS) $(FORMATS_LIB) $(COMMON_OBJS) -o $@ $(LDFLAGS) $(FORMATS_LIBS) -ldl \
 	  -Wl,--wrap=kcap_h5_lock,--wrap=kcap_h5_unlock # as libkcap.so: the queue's fork gate around libhdf5
-$(CAPT)/test_capture_arm_watch: tests/capture/test_capture_arm_watch.c capture/kcap_arm.c capture/kcap_names.c $(CAPTURE_UNIT_SRCS) $(wildcard capture/*.h)
+$(CAPT)/test_capture_arm_watch: tests/capture/test_capture_arm_watch.c capture/kcap_arm.c capture/kcap_names.c $(CAPTURE_UNIT_SRCS) $(wildcard capture/*.h) $(TESTKIT_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Icapture -Itests tests/capture/test_capture_arm_watch.c capture/kcap_arm.c capture/kcap_names.c \
 	  $(CAPTURE_UNIT_SRCS) $(FORMATS_LIB) $(COMMON_OBJS) -o $@ $(LDFLAGS) $(FORMATS_LIBS) -ldl
 
 # the staging layout from the call descriptions, and its cache (no GPU)
-$(CAPT)/test_capture_layout: tests/capture/test_capture_layout.c capture/kcap_stage_layout.c capture/kcap_stage_layout.h $(FORMATS_LIB) $(COMMON_OBJS)
+$(CAPT)/test_capture_layout: tests/capture/test_capture_layout.c capture/kcap_stage_layout.c capture/kcap_stage_layout.h $(FORMATS_LIB) $(COMMON_OBJS) $(TESTKIT_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Icapture tests/capture/test_capture_layout.c capture/kcap_stage_layout.c $(FORMATS_LIB) $(COMMON_OBJS) -o $@ $(LDFLAGS) $(FORMATS_LIBS)
 
 # the staging ring's placement, release order and sizing on a fake device (no GPU)
-$(CAPT)/test_capture_ring: tests/capture/test_capture_ring.c capture/kcap_ring.c capture/kcap_ring.h
+$(CAPT)/test_capture_ring: tests/capture/test_capture_ring.c capture/kcap_ring.c capture/kcap_ring.h $(TESTKIT_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Icapture tests/capture/test_capture_ring.c capture/kcap_ring.c -o $@ $(LDFLAGS)
 
 # linked by soname against the CPU library (the dynamic-linker binding path)
-$(CAPT)/capture_client: tests/capture/capture_client.c $(LIB)/libverify_attn_cpu.so
+$(CAPT)/capture_client: tests/capture/capture_client.c $(LIB)/libverify_attn_cpu.so $(TESTKIT_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(LIB) -lverify_attn_cpu \
 	  -Wl,-rpath,'$$ORIGIN/../../lib' -lm
 
-$(CAPT)/badargs_client: tests/capture/badargs_client.c $(LIB)/libverify_attn_cpu.so
+$(CAPT)/badargs_client: tests/capture/badargs_client.c $(LIB)/libverify_attn_cpu.so $(TESTKIT_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) -L$(LIB) -lverify_attn_cpu -Wl,-rpath,'$$ORIGIN/../../lib' -ldl
 

@@ -49,7 +49,8 @@ typedef struct kcap_stats {
         dropped_sites,       /* no graph / eager site left (a site table limit) */
         dropped_backoff,     /* writes kept failing: capture waits before retrying (kcap_queue.c) */
         skipped_graph, skipped_invalid, failed_record, failed_write, bytes_accepted,
-        bytes_written_dense, graph_captured;
+        bytes_written_dense, graph_captured,
+        shadow_agreed;       /* shadow mode: selected, compared, the candidate agreed (not kept) */
 } kcap_stats;
 extern kcap_stats kcap_g_stats;
 /* All ring drops (the old single `ring=` counter). */

@@ -202,8 +202,8 @@ int kcap_capture_one(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
         kcap_fill_meta(sl, &snap->meta, seq);
     }
     atomic_ullong *drop = NULL;
-    if (shadow_agrees) { /* accounted for: selected = captured + dropped + failed + agreed */
-        atomic_fetch_add(&kcap_g_stats.shadow_agreed, 1);
+    if (shadow_agrees) { /* accounted for: selected = captured + dropped + failed + not kept */
+        atomic_fetch_add(&kcap_g_stats.shadow_not_kept, 1);
         free(cx);
         kcap_snapshot_free(snap);
         kcap_queue_unreserve(bound);

@@ -278,11 +278,14 @@ int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint
     size_t (*ws_fn)(const void *) = g.ws_fn[sl->call];
     unsigned long long swaps = g.swaps;
     pthread_mutex_unlock(&g.lock);
-    if (!atomic_load(&g.on) || !fn)
+    size_t wsb = fn && ws_fn ? ws_fn(args) : 0;
+    if (!atomic_load(&g.on) || !fn || wsb == (size_t)-1) {
+        /* off, no such entry point in the candidate, or sizes it rejects: not judged */
+        pthread_mutex_lock(&g.lock);
+        g.not_judged++;
+        pthread_mutex_unlock(&g.lock);
         return 0;
-    size_t wsb = ws_fn ? ws_fn(args) : 0;
-    if (wsb == (size_t)-1)
-        return 0;
+    }
     void *bufs[16] = {0};
     int nb = 0, keep = 0;
     unsigned char *cargs = malloc(d->args_size);

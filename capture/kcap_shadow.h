@@ -27,7 +27,7 @@ int kcap_shadow_on(void);
 /* A recorded host-memory call (snap holds its inputs and production outputs, status 0):
  * run the candidate, compare. 1: they disagree and snap now also holds the candidate's
  * outputs (keep it); 0: they agree, the candidate failed (switched off) or the call was not
- * judged (drop it). */
+ * judged (counted in the summary as not_judged) — drop it. */
 int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint64_t seq);
 /* A device-memory call: counted as not judged (this version). */
 void kcap_shadow_skip_device(void);

@@ -50,7 +50,8 @@ typedef struct kcap_stats {
         dropped_backoff,     /* writes kept failing: capture waits before retrying (kcap_queue.c) */
         skipped_graph, skipped_invalid, failed_record, failed_write, bytes_accepted,
         bytes_written_dense, graph_captured,
-        shadow_agreed;       /* shadow mode: selected, compared, the candidate agreed (not kept) */
+        shadow_not_kept;     /* shadow mode: selected, and the candidate agreed or could not
+                                judge it (off, no such entry point): not kept */
 } kcap_stats;
 extern kcap_stats kcap_g_stats;
 /* All ring drops (the old single `ring=` counter). */

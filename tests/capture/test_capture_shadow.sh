@@ -47,8 +47,8 @@ f=$(ls "$T"/p/*.h5 | head -1)
 with_kcap KCAP_DIR="$T/same" KCAP_SHADOW="$CPU" -- "$CLIENT" --calls 6 --seed 41 --hash >"$T/same.out" 2>"$T/same.err"
 "$PY" -c 'import glob,json,sys; j=json.load(open(glob.glob(sys.argv[1]+"/shadow-*.json")[0])); sys.exit(0 if j["compared"]==6 and j["divergent"]==0 else 1)' "$T/same" &&
     [ "$(count_h5 "$T/same")" = 0 ] && cmp -s "$T/bare" "$T/same.out" &&
-    grep -q "shadow_agreed=6" "$T/same.err" &&
-    ok "the production library as candidate: 6 compared, 0 divergent, nothing kept (shadow_agreed=6 in the stats)" || { ls "$T/same"; fail "same-library candidate"; }
+    grep -q "shadow_not_kept=6" "$T/same.err" &&
+    ok "the production library as candidate: 6 compared, 0 divergent, nothing kept (shadow_not_kept=6 in the stats)" || { ls "$T/same"; fail "same-library candidate"; }
 
 with_kcap KCAP_DIR="$T/err" KCAP_SHADOW="$ERRLIB" -- "$CLIENT" --calls 4 --seed 41 --hash >"$T/err.out" 2>"$T/err.err"
 cmp -s <(head -4 "$T/bare") "$T/err.out" && [ "$(grep -c 'shadow mode off' "$T/err.err")" = 1 ] &&

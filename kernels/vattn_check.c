@@ -96,6 +96,19 @@ static int vattn_check_view(int64_t T, int64_t H, int64_t stride_t, int64_t stri
     return VATTN_OK;
 }
 
+/* The views both conventions share: q and o rows, and the pool's rows. */
+static int vattn_check_views(int64_t T, int64_t H, int64_t q_st, int64_t q_sh, int64_t o_st,
+                             int64_t o_sh, int64_t num_slots, int64_t kv_stride)
+{
+    int rc = vattn_check_view(T, H, q_st, q_sh, VATTN_HEAD_DIM_QK);
+    if (!rc)
+        rc = vattn_check_view(T, H, o_st, o_sh, VATTN_HEAD_DIM_V);
+    if (!rc && (kv_stride < VATTN_HEAD_DIM_QK ||
+                vattn_extent(num_slots, kv_stride, 1, 0, VATTN_HEAD_DIM_QK) < 0))
+        rc = VATTN_ERR_STRIDE;
+    return rc;
+}
+
 static int vattn_misaligned(const void *p, uintptr_t align)
 {
     return ((uintptr_t)p & (align - 1)) != 0;
@@ -147,16 +160,11 @@ int vattn_check_args_ws(const vattn_args *a, const void *workspace, size_t works
     if (rc)
         return rc;
 
-    int64_t T = (int64_t)a->bs * a->q_len, H = a->num_heads;
-    rc = vattn_check_view(T, H, a->q_stride_t, a->q_stride_h, VATTN_HEAD_DIM_QK);
+    int64_t T = (int64_t)a->bs * a->q_len;
+    rc = vattn_check_views(T, a->num_heads, a->q_stride_t, a->q_stride_h, a->o_stride_t,
+                           a->o_stride_h, a->num_slots, a->kv_stride);
     if (rc)
         return rc;
-    rc = vattn_check_view(T, H, a->o_stride_t, a->o_stride_h, VATTN_HEAD_DIM_V);
-    if (rc)
-        return rc;
-    if (a->kv_stride < VATTN_HEAD_DIM_QK ||
-        vattn_extent(a->num_slots, a->kv_stride, 1, 0, VATTN_HEAD_DIM_QK) < 0)
-        return VATTN_ERR_STRIDE;
 
     if (!isfinite(a->sm_scale) || !(a->sm_scale > 0.0f))
         return VATTN_ERR_SCALE;
@@ -208,16 +216,11 @@ int vattn_check_extend_args_ws(const vattn_extend_args *a, const void *workspace
     if (rc)
         return rc;
 
-    int64_t T = (int64_t)a->bs * a->q_len, H = a->num_heads;
-    rc = vattn_check_view(T, H, a->q_stride_t, a->q_stride_h, VATTN_HEAD_DIM_QK);
+    int64_t T = (int64_t)a->bs * a->q_len;
+    rc = vattn_check_views(T, a->num_heads, a->q_stride_t, a->q_stride_h, a->o_stride_t,
+                           a->o_stride_h, a->num_slots, a->kv_stride);
     if (rc)
         return rc;
-    rc = vattn_check_view(T, H, a->o_stride_t, a->o_stride_h, VATTN_HEAD_DIM_V);
-    if (rc)
-        return rc;
-    if (a->kv_stride < VATTN_HEAD_DIM_QK ||
-        vattn_extent(a->num_slots, a->kv_stride, 1, 0, VATTN_HEAD_DIM_QK) < 0)
-        return VATTN_ERR_STRIDE;
     if (a->k_extend_stride < VATTN_HEAD_DIM_QK ||
         vattn_extent(T, a->k_extend_stride, 1, 0, VATTN_HEAD_DIM_QK) < 0)
         return VATTN_ERR_STRIDE;

@@ -82,6 +82,9 @@ uint64_t kcap_read_limit_bytes(void);
 #define KCAP_H5Z_ZSTD 32015
 size_t kcap_h5zstd_filter(unsigned flags, size_t cd_nelmts, const unsigned cd_values[],
                           size_t nbytes, size_t *buf_size, void **buf);
+/* Set by the reader around an H5Dread of a chunked dataset: the bytes every chunk must
+ * decode to (0: not checked, e.g. in the standalone plugin). */
+extern _Thread_local size_t kcap_h5zstd_expect_bytes;
 
 /* ---- layout helpers shared by writer and reader ---- */
 /* Chunk dims for a tensor: ones before dim d, k along d, full after (each chunk is a

@@ -6,7 +6,10 @@
  *
  * Compression writes one frame with its content size and zstd's checksum. Decompression
  * accepts exactly one frame that records its content size (bounded before allocating), so
- * a damaged chunk is an error, never an over-allocation.
+ * a damaged chunk is an error, never an over-allocation. kcap's reader also says, per
+ * thread, how many bytes the chunk must decode to (kcap_h5zstd_expect_bytes): libhdf5 1.10
+ * copies a whole chunk's worth out of whatever the pipeline returned, so a file whose layout
+ * declares bigger chunks than its frames hold would have it read past the buffer.
  */
 #include "kcap_fmt_internal.h"
 
@@ -16,6 +19,8 @@
 
 #define FILTER_MAX_OUT ((unsigned long long)1 << 32) /* HDF5 chunks are < 4 GiB */
 
+_Thread_local size_t kcap_h5zstd_expect_bytes;
+
 size_t kcap_h5zstd_filter(unsigned flags, size_t cd_nelmts, const unsigned cd_values[],
                           size_t nbytes, size_t *buf_size, void **buf)
 {
@@ -23,6 +28,8 @@ size_t kcap_h5zstd_filter(unsigned flags, size_t cd_nelmts, const unsigned cd_va
         unsigned long long n = ZSTD_getFrameContentSize(*buf, nbytes);
         if (n == ZSTD_CONTENTSIZE_ERROR || n == ZSTD_CONTENTSIZE_UNKNOWN || n > FILTER_MAX_OUT)
             return 0;
+        if (kcap_h5zstd_expect_bytes && n != kcap_h5zstd_expect_bytes)
+            return 0; /* not the chunk the layout declares */
         if (ZSTD_findFrameCompressedSize(*buf, nbytes) != nbytes)
             return 0; /* trailing bytes or several frames: not ours */
         void *out = malloc(n ? (size_t)n : 1);

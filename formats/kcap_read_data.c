@@ -339,6 +339,50 @@ static int read_slabs(kcap_rctx *r, hid_t d, const kcap_tensor *t, const char *f
     return rc;
 }
 
+/* A chunked dataset outside the fast path's layout, before libhdf5 decodes it: the filter
+ * pipeline must be the writer's (shuffle, then zstd 32015; shuffle keeps the size, so the
+ * frame decodes to exactly one chunk) and each chunk no larger than its tensor or the chunk
+ * limit. Sets *chunk_bytes for the filter's check (kcap_h5zstd_expect_bytes). */
+static int generic_chunks_ok(kcap_rctx *r, hid_t d, const kcap_tensor *t, const char *full,
+                             size_t *chunk_bytes)
+{
+    hid_t dcpl = H5Dget_create_plist(d);
+    if (dcpl < 0)
+        return kcap_read_h5err(r, KCAP_ERR_CORRUPT, full, "reading the dataset layout");
+    hsize_t cd[KCAP_MAX_DIMS];
+    unsigned flags, cdv[8];
+    size_t ncd = 8;
+    char fname[64];
+    int nf = H5Pget_nfilters(dcpl), rc = KCAP_OK;
+    int pipeline_ok = nf == 2 &&
+        H5Pget_filter2(dcpl, 0, &flags, &ncd, cdv, sizeof fname, fname, NULL) == H5Z_FILTER_SHUFFLE;
+    ncd = 8;
+    pipeline_ok = pipeline_ok &&
+        H5Pget_filter2(dcpl, 1, &flags, &ncd, cdv, sizeof fname, fname, NULL) == KCAP_H5Z_ZSTD;
+    uint64_t bytes = kcap_dtype_size(t->dtype);
+    if (!pipeline_ok)
+        rc = kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: filter pipeline of %d filter%s is "
+                            "not the one kcap writes (shuffle, then zstd 32015); refused",
+                            r->path, full, nf, nf == 1 ? "" : "s");
+    else if (t->ndim < 1 || H5Pget_chunk(dcpl, t->ndim, cd) != t->ndim)
+        rc = kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: chunk rank differs from the "
+                            "tensor's %d dimensions", r->path, full, t->ndim);
+    for (int i = 0; rc == KCAP_OK && i < t->ndim; i++) {
+        uint64_t extent = t->shape[i] ? (uint64_t)t->shape[i] : 1;
+        if (!cd[i] || cd[i] > extent)
+            rc = kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: chunk dimension %d (%llu) is "
+                                "%s the tensor's %llu", r->path, full, i,
+                                (unsigned long long)cd[i], cd[i] ? "beyond" : "zero; extent of",
+                                (unsigned long long)extent);
+        else if ((bytes *= cd[i]) > KCAP_MAX_CHUNK_BYTES)
+            rc = kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: a chunk over the %u MiB "
+                                "limit", r->path, full, KCAP_MAX_CHUNK_BYTES >> 20);
+    }
+    H5Pclose(dcpl);
+    *chunk_bytes = rc == KCAP_OK ? (size_t)bytes : 0;
+    return rc;
+}
+
 int kcap_read_storage_ok(kcap_rctx *r, hid_t d, const char *full)
 {
     hid_t dcpl = H5Dget_create_plist(d);
@@ -379,5 +423,11 @@ int kcap_read_data(kcap_rctx *r, hid_t d, kcap_tensor *t, const char *full, kcap
         return kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: %llu bytes stored, %zu "
                               "expected", r->path, full,
                               (unsigned long long)H5Dget_storage_size(d), t->nbytes);
-    return read_slabs(r, d, t, full, sink);
+    size_t expect = 0;
+    if (lay == H5D_CHUNKED && (rc = generic_chunks_ok(r, d, t, full, &expect)))
+        return rc;
+    kcap_h5zstd_expect_bytes = expect; /* every frame must decode to one whole chunk */
+    rc = read_slabs(r, d, t, full, sink);
+    kcap_h5zstd_expect_bytes = 0;
+    return rc;
 }

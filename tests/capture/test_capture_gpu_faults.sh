@@ -27,8 +27,12 @@ for mode in async sync; do
         cat "$T/check.out"; fail "kill -9 ($mode): a visible snapshot is corrupt"
     fi
     tmp=$(find "$D" -name '.kcap-tmp.*' | wc -l)
+    # the cleaner leaves temp files younger than KCAP_STALE_AGE_S (10 s) alone, as it must
+    # (capture/kcap_arm.h): age them as the CPU fault suite does, then start a new host
+    find "$D" -name '.kcap-tmp.*' -exec touch -d '-2 min' {} +
     with_kcap KCAP_DIR="$D" -- $C --mode eager -n 1 >/dev/null 2>&1
     left=$(find "$D" -name '.kcap-tmp.*' | wc -l)
+    [ "$tmp" -gt 0 ] || echo "      note: no temp file was left by the kills ($mode)"
     [ "$left" = 0 ] && ok "$tmp temp files of killed runs ($mode) cleaned at the next start" ||
         fail "$left of $tmp temp files left after the next start ($mode)"
 done

@@ -40,6 +40,11 @@ static const struct {
     /* resealed mutants on which libhdf5 1.10 crashes (alone / after other files) */
     {"bad-h5crash", KCAP_ERR_CORRUPT, "libhdf5 crashed"},
     {"bad-h5state", KCAP_ERR_CORRUPT, ""},
+    /* chunks libhdf5 1.10 would copy past the decoded buffer: a resealed mutant that survived
+     * the sandboxed probe and crashed the fuzzer's own process (chunk dims beyond the tensor),
+     * and frames that decode to half a chunk (tool_mksnap corpus) */
+    {"bad-chunk-beyond", KCAP_ERR_CORRUPT, "chunk dimension 1 (514) is beyond the tensor's 2"},
+    {"bad-short-frames", KCAP_ERR_CORRUPT, "reading the data: filter returned failure"},
 };
 
 static void *slurp(const char *path, size_t *n)

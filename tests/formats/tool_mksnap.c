@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zstd.h>
 
 static int write_file(const char *path, const void *buf, size_t n)
 {
@@ -179,7 +180,39 @@ static int tamper(const char *src, const char *dst, int kind)
     hid_t g = f < 0 ? -1 : H5Gopen2(f, "inputs", H5P_DEFAULT);
     if (g < 0)
         return 1;
-    if (kind == 1)
+    if (kind == 5) { /* /outputs/o in chunks the fast path does not take, frames half a chunk */
+        H5Gclose(g);
+        g = H5Gopen2(f, "outputs", H5P_DEFAULT);
+        hid_t d = g < 0 ? -1 : H5Dopen2(g, "o", H5P_DEFAULT);
+        hid_t sp = d < 0 ? -1 : H5Dget_space(d);
+        hsize_t dims[3], cd[3];
+        if (sp < 0 || H5Sget_simple_extent_ndims(sp) != 3 || H5Sget_simple_extent_dims(sp, dims, NULL) != 3 ||
+            dims[0] < 2 || dims[1] < 2)
+            return 1;
+        H5Dclose(d);
+        H5Ldelete(g, "o", H5P_DEFAULT);
+        cd[0] = dims[0], cd[1] = 1, cd[2] = dims[2]; /* ones only after the first: not kcap's */
+        hid_t dc = H5Pcreate(H5P_DATASET_CREATE);
+        unsigned level = 1;
+        H5Pset_chunk(dc, 3, cd);
+        H5Pset_shuffle(dc);
+        H5Pset_filter(dc, KCAP_H5Z_ZSTD, H5Z_FLAG_MANDATORY, 1, &level);
+        kcap_h5zstd_register();
+        d = H5Dcreate2(g, "o", H5T_STD_U16LE, sp, H5P_DEFAULT, dc, H5P_DEFAULT);
+        size_t half = (size_t)(cd[0] * cd[2]); /* bytes: half of the chunk's 2 x that */
+        uint8_t *raw = calloc(half, 1), *frame = malloc(ZSTD_compressBound(half));
+        size_t fn = ZSTD_compress(frame, ZSTD_compressBound(half), raw, half, 1);
+        for (hsize_t j = 0; d >= 0 && j < dims[1]; j++) {
+            hsize_t off[3] = {0, j, 0};
+            H5Dwrite_chunk(d, H5P_DEFAULT, 0, off, fn, frame);
+        }
+        tensor_attrs(d, "bfloat16", 0);
+        free(raw);
+        free(frame);
+        H5Dclose(d);
+        H5Pclose(dc);
+        H5Sclose(sp);
+    } else if (kind == 1)
         H5Lcreate_soft("/inputs/q", g, "zz_alias", H5P_DEFAULT, H5P_DEFAULT);
     else if (kind == 2)
         H5Lcreate_external("/etc/passwd", "/", g, "zz_elsewhere", H5P_DEFAULT, H5P_DEFAULT);
@@ -329,8 +362,9 @@ static int do_corpus(const char *dir)
     write_file(p, b, n);
     b[8] ^= 0x02;
     static const char *const tampered[] = {"bad-softlink.h5", "bad-extlink.h5",
-                                           "bad-external-storage.h5", "bad-virtual.h5"};
-    for (int k = 0; k < 4; k++) {
+                                           "bad-external-storage.h5", "bad-virtual.h5",
+                                           "bad-short-frames.h5"};
+    for (int k = 0; k < 5; k++) {
         snprintf(p, sizeof p, "%s/%s", dir, tampered[k]);
         if (tamper(q, p, k + 1))
             return fprintf(stderr, "%s: tampering failed\n", p), 1;

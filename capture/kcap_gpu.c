@@ -315,6 +315,13 @@ int kcap_gpu_capture(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *s
     return in_capture ? 2 : 0;
 }
 
+int kcap_gpu_own_function(const void *f)
+{
+    kring *r = g_ring;
+    return f && r && r->stage && (f == (const void *)r->stage || f == (const void *)r->gate ||
+                                  f == (const void *)r->ctl);
+}
+
 /* Exit: let the drainer finish what the GPU has staged (bounded), then stop it. */
 void kcap_gpu_shutdown(int timeout_ms)
 {

@@ -16,6 +16,9 @@
 int kcap_gpu_capture(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *stream,
                      uint64_t seq, int in_capture, int *status_out);
 void kcap_gpu_shutdown(int timeout_ms);
+/* 1 when f (a CUfunction, e.g. from a graph kernel node's parameters) is one of libkcap's
+ * own kernels (gate, staging, ring control, shadow compare): a graph's kcap nodes. */
+int kcap_gpu_own_function(const void *f);
 void kcap_gpu_atfork_child(void);
 
 #endif

@@ -53,6 +53,7 @@ ASAN_TESTS :=     # the subset that is meaningful under `make asan`
 GPU_TESTS :=      # run by `make test-gpu`
 BENCHES :=        # run by `make bench`
 GPU_BENCHES :=    # run by `make bench-gpu`
+GPU_PREREQS :=    # built for those two only
 KCAP_CLI_OBJS :=  # subcommand objects linked into build/bin/kcap
 
 # Generic host compile rule: build/obj/<dir>/<file>.o from <dir>/<file>.c
@@ -74,9 +75,10 @@ include python/module.mk
 ifneq ($(HAVE_CUDA),1)
 # nvcc / cudart targets of kernels/module.mk (capture/module.mk already falls back to plain
 # device copies without nvcc). test-gpu and bench-gpu then run whatever is left.
-CUDA_ONLY_TARGETS := $(VATTN_CUDA_LIB) $(TBIN)/test_verify_gpu $(TBIN)/vattn_dev
+CUDA_ONLY_TARGETS := $(VATTN_CUDA_LIB) $(TBIN)/test_verify_gpu $(TBIN)/vattn_dev $(VATTN_CUDA_PERTURBED)
 ALL_TARGETS := $(filter-out $(CUDA_ONLY_TARGETS),$(ALL_TARGETS))
 GPU_TESTS := $(filter-out $(CUDA_ONLY_TARGETS),$(GPU_TESTS))
+GPU_PREREQS := $(filter-out $(CUDA_ONLY_TARGETS),$(GPU_PREREQS))
 ifeq ($(filter clean deps help,$(MAKECMDGOALS)),)
 $(info make: no CUDA toolkit at CUDA_HOME=$(CUDA_HOME) (cuda.h / nvcc): building the CPU parts; skipped: $(notdir $(CUDA_ONLY_TARGETS)) and capture's embedded gather PTX)
 endif
@@ -104,13 +106,13 @@ asan:
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  KCAP_BUILD=build-asan bash scripts/run_tests.sh $(subst $(BUILD)/,build-asan/,$(ASAN_TESTS))
 
-test-gpu: all
+test-gpu: all $(GPU_PREREQS)
 	@V=1 bash scripts/run_tests.sh $(GPU_TESTS)  # GPU runs are rare: show every summary table
 
 bench: all
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
 
-bench-gpu: all
+bench-gpu: all $(GPU_PREREQS)
 	@for b in $(GPU_BENCHES); do echo "== $$b"; $$b || exit 1; done
 
 demo: all

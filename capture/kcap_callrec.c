@@ -102,11 +102,26 @@ int kcap_capture_one(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
             return kcap_real(real, a, ws, wsb, stream);
         }
         int capturing = kcap_dev_stream_capturing(&dc);
+        if (kcap_shadow_on()) {
+            /* shadow mode keeps only divergent calls: eager zero-stall calls are judged on
+               the device (kcap_gpu_shadow.c); the others run alone, kept nowhere */
+            int status = 0;
+            int h = capturing ? 1 : kcap_shadow_device(sl, a, ws, wsb, stream, seq, &status);
+            kcap_dev_pop(&dc, saved_ctx);
+            if (h == 1) {
+                if (capturing)
+                    kcap_shadow_skip_device();
+                atomic_fetch_add(&kcap_g_stats.shadow_not_kept, 1);
+                kcap_unreserve();
+                return kcap_real(real, a, ws, wsb, stream);
+            }
+            if (h < 0)
+                kcap_unreserve();
+            return status;
+        }
         if (capturing || kcap_cfg()->gpu_async) {
             int status = 0;
             int h = kcap_gpu_capture(sl, a, ws, wsb, stream, seq, capturing, &status);
-            if (h != 1 && kcap_shadow_on())
-                kcap_shadow_skip_device();
             if (h != 1) {
                 kcap_dev_pop(&dc, saved_ctx);
                 /* dropped, or graph nodes (the device counts those): give the unit back;
@@ -184,12 +199,8 @@ int kcap_capture_one(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
         rc = kcap_call_record(d, a, KCAP_ARG_OUT, &cx->ops, snap, err);
     /* shadow mode keeps only the calls where the candidate disagrees */
     int shadow_agrees = 0;
-    if (!rc && status == KCAP_CALL_OK && kcap_shadow_on()) {
-        if (dev)
-            kcap_shadow_skip_device();
-        else
-            shadow_agrees = !kcap_shadow_judge(sl, a, snap, seq);
-    }
+    if (!rc && status == KCAP_CALL_OK && kcap_shadow_on())
+        shadow_agrees = dev || !kcap_shadow_judge(sl, a, snap, seq); /* dev: switched on meanwhile */
     if (dev) {
         if (!rc) {
             snap->meta.in_stream_capture = 0;

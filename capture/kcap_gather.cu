@@ -17,7 +17,13 @@
  *                   memory, read by the host's drainer thread.
  * kcap_ring_ctl     the host's changes to the ring (its memory, the graph budget), made under
  *                   the same lock, so no gate ever sees half of a change.
+ * kcap_shadow_cmp   shadow mode: production outputs against the candidate's, on the call's
+ *                   stream, with replay's rules (kcap_compare.h: NaN/Inf classes first, then
+ *                   |got - want| > atol + rtol |want| in double, the worst element by ratio);
+ *                   the last block publishes the result to mapped host memory and tells the
+ *                   gate whether to stage the call (only divergent calls are staged).
  */
+#include <cuda_fp16.h>
 #include <stdint.h>
 
 #include "kcap_ring.h"
@@ -44,6 +50,7 @@ struct kcap_stage_args {
     unsigned long long site;    /* struct kcap_site_dev * */
     unsigned long long bell;    /* mapped pinned host: struct kcap_bell[KCAP_RING_NREC] */
     unsigned long long outcome; /* eager sites: mapped pinned host word (gen << 1 | captured) */
+    unsigned long long cond;    /* shadow: device int the compare set (0: agreed, skip); 0 none */
     unsigned long long count_src[KCAP_NCOUNTS]; /* device address of each count element */
     int count_size[KCAP_NCOUNTS]; /* 4 or 8 */
     int ncounts;
@@ -136,7 +143,13 @@ extern "C" __global__ void kcap_stage_gate(struct kcap_stage_args a)
     int valid = 0;
     uint64_t start = 0, end = 0, ticket = 0;
     long long cnt[KCAP_NCOUNTS] = {0, 0};
-    if (a.force || VOL(unsigned long long, ring->graph_taken) < VOL(unsigned long long, ring->graph_limit)) {
+    int wanted = 1;
+    if (a.cond) { /* shadow: staged only when the compare found a divergence; consumed here */
+        wanted = VOL(int, *(int *)a.cond);
+        VOL(int, *(int *)a.cond) = 0;
+    }
+    if (wanted &&
+        (a.force || VOL(unsigned long long, ring->graph_taken) < VOL(unsigned long long, ring->graph_limit))) {
         kcap_lock(&ring->lock);
         unsigned long long base = VOL(unsigned long long, ring->base);
         if (!a.force && ring->graph_taken >= VOL(unsigned long long, ring->graph_limit)) {
@@ -381,4 +394,181 @@ extern "C" __global__ void kcap_ring_ctl(unsigned long long ringp, int op, unsig
     out[1] = ring->tickets;
     out[2] = ring->graph_taken;
     kcap_unlock(&ring->lock);
+}
+
+/* ---- shadow mode: the compare kernel -------------------------------------------------- */
+#define KCAP_CMP_MAX 4
+
+/* Keep in sync with kcap_gpu_int.h (kcmp_*). */
+struct kcap_cmp_tensor {
+    unsigned long long prod, cand; /* first element of each view */
+    long long rows, row_elems;     /* rows of row_elems contiguous elements */
+    long long n1, s0, s1;          /* row r at base + (r / n1) * s0 + (r % n1) * s1 (bytes) */
+    int dtype;                     /* 0 bf16, 1 f16, 2 f32 */
+    int pad;
+    double atol, rtol;
+};
+
+struct kcap_cmp_acc {
+    unsigned long long nonfinite, first_nonfinite, beyond;
+    unsigned long long worst;   /* ratio's float bits << 32 | element (max wins) */
+    unsigned long long max_abs; /* bits of a non-negative double (ordered as integers) */
+};
+
+struct kcap_cmp_dev { /* per site, device memory; zero except first_nonfinite = ~0 */
+    struct kcap_cmp_acc t[KCAP_CMP_MAX];
+    unsigned int blocks_done;
+    int cond; /* read and cleared by the gate */
+};
+
+struct kcap_cmp_res {
+    unsigned long long nonfinite, first_nonfinite, beyond, worst_elem;
+    double max_abs, worst_ratio;
+};
+
+struct kcap_cmp_out { /* per site, mapped pinned host memory: gen written last */
+    struct kcap_cmp_res t[KCAP_CMP_MAX];
+    int divergent;
+    unsigned int gen;
+};
+
+struct kcap_cmp_args {
+    unsigned long long dev, out;
+    int nt;
+    unsigned int gen;
+    struct kcap_cmp_tensor t[KCAP_CMP_MAX];
+};
+
+__device__ static double kcap_load(const char *p, int dt)
+{
+    if (dt == 2)
+        return (double)*(const float *)p;
+    unsigned short b = *(const unsigned short *)p;
+    if (dt == 1)
+        return (double)__half2float(__ushort_as_half(b));
+    return (double)__uint_as_float((unsigned int)b << 16);
+}
+
+__device__ static int kcap_class(double v) { return isnan(v) ? 1 : isinf(v) ? (v > 0 ? 2 : 3) : 0; }
+
+__device__ static unsigned long long kcap_warp_max(unsigned long long v)
+{
+    for (int o = 16; o; o >>= 1) {
+        unsigned long long w = __shfl_xor_sync(0xffffffffu, v, o);
+        v = w > v ? w : v;
+    }
+    return v;
+}
+
+__device__ static unsigned long long kcap_warp_min(unsigned long long v)
+{
+    for (int o = 16; o; o >>= 1) {
+        unsigned long long w = __shfl_xor_sync(0xffffffffu, v, o);
+        v = w < v ? w : v;
+    }
+    return v;
+}
+
+__device__ static unsigned long long kcap_warp_sum(unsigned long long v)
+{
+    for (int o = 16; o; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+extern "C" __global__ void kcap_shadow_cmp(struct kcap_cmp_args a)
+{
+    struct kcap_cmp_dev *dev = (struct kcap_cmp_dev *)a.dev;
+    __shared__ unsigned long long sh[5][32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
+    for (int k = 0; k < a.nt; k++) {
+        const struct kcap_cmp_tensor *t = &a.t[k];
+        const int es = t->dtype == 2 ? 4 : 2;
+        const long long n = t->rows * t->row_elems, n1 = t->n1 > 0 ? t->n1 : 1;
+        unsigned long long nonfinite = 0, first = ~0ull, beyond = 0, worst = 0, max_abs = 0;
+        for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+             i += (long long)gridDim.x * blockDim.x) {
+            long long r = i / t->row_elems, c = i - r * t->row_elems;
+            long long off = (r / n1) * t->s0 + (r % n1) * t->s1 + c * es;
+            double got = kcap_load((const char *)t->cand + off, t->dtype);
+            double want = kcap_load((const char *)t->prod + off, t->dtype);
+            int cg = kcap_class(got), cw = kcap_class(want);
+            if (cg != cw) {
+                nonfinite++;
+                if ((unsigned long long)i < first)
+                    first = (unsigned long long)i;
+                continue;
+            }
+            if (cg)
+                continue; /* the same NaN/Inf on both sides */
+            double d = fabs(got - want), band = t->atol + t->rtol * fabs(want);
+            unsigned long long db = (unsigned long long)__double_as_longlong(d);
+            max_abs = db > max_abs ? db : max_abs;
+            if (d > band)
+                beyond++;
+            float ratio = band > 0 ? (float)(d / band) : (d > 0 ? __int_as_float(0x7f800000) : 0.f);
+            unsigned long long w = ((unsigned long long)__float_as_uint(ratio) << 32) |
+                                   (unsigned long long)(unsigned int)(i < 0xffffffffll ? i : 0xffffffffll);
+            worst = w > worst ? w : worst;
+        }
+        /* block reduction, then one atomic per quantity per block */
+        nonfinite = kcap_warp_sum(nonfinite), beyond = kcap_warp_sum(beyond);
+        first = kcap_warp_min(first), worst = kcap_warp_max(worst), max_abs = kcap_warp_max(max_abs);
+        if (lane == 0) {
+            sh[0][warp] = nonfinite, sh[1][warp] = beyond, sh[2][warp] = first;
+            sh[3][warp] = worst, sh[4][warp] = max_abs;
+        }
+        __syncthreads();
+        if (warp == 0) {
+            int ok = lane < nwarps;
+            nonfinite = kcap_warp_sum(ok ? sh[0][lane] : 0);
+            beyond = kcap_warp_sum(ok ? sh[1][lane] : 0);
+            first = kcap_warp_min(ok ? sh[2][lane] : ~0ull);
+            worst = kcap_warp_max(ok ? sh[3][lane] : 0);
+            max_abs = kcap_warp_max(ok ? sh[4][lane] : 0);
+            if (lane == 0) {
+                struct kcap_cmp_acc *acc = &dev->t[k];
+                if (nonfinite)
+                    atomicAdd(&acc->nonfinite, nonfinite);
+                if (beyond)
+                    atomicAdd(&acc->beyond, beyond);
+                if (first != ~0ull)
+                    atomicMin(&acc->first_nonfinite, first);
+                if (worst)
+                    atomicMax(&acc->worst, worst);
+                if (max_abs)
+                    atomicMax(&acc->max_abs, max_abs);
+            }
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        __threadfence();
+        if (atomicAdd(&dev->blocks_done, 1u) == gridDim.x - 1) { /* the last block: publish */
+            __threadfence();
+            struct kcap_cmp_out *out = (struct kcap_cmp_out *)a.out;
+            int divergent = 0;
+            for (int k = 0; k < a.nt; k++) {
+                struct kcap_cmp_acc *acc = &dev->t[k];
+                struct kcap_cmp_res *res = &out->t[k];
+                res->nonfinite = VOL(unsigned long long, acc->nonfinite);
+                res->first_nonfinite = VOL(unsigned long long, acc->first_nonfinite);
+                res->beyond = VOL(unsigned long long, acc->beyond);
+                unsigned long long w = VOL(unsigned long long, acc->worst);
+                res->worst_elem = w ? (w & 0xffffffffull) : ~0ull;
+                res->worst_ratio = (double)__uint_as_float((unsigned int)(w >> 32));
+                res->max_abs = __longlong_as_double((long long)VOL(unsigned long long, acc->max_abs));
+                divergent |= res->nonfinite != 0 || res->beyond != 0;
+                acc->nonfinite = acc->beyond = acc->worst = acc->max_abs = 0;
+                acc->first_nonfinite = ~0ull;
+            }
+            out->divergent = divergent;
+            __threadfence_system();
+            VOL(unsigned int, out->gen) = a.gen;
+            __threadfence_system();
+            dev->cond = divergent;
+            dev->blocks_done = 0;
+            __threadfence();
+        }
+    }
 }

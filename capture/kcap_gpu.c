@@ -112,6 +112,8 @@ static kring *kcap_ring_get(const kcap_cu *cu, CUcontext ctx)
     if (ok && e == CUDA_SUCCESS) e = cu->cuModuleGetFunction(&r->stage, r->mod, "kcap_stage");
     if (ok && e == CUDA_SUCCESS) e = cu->cuModuleGetFunction(&r->gate, r->mod, "kcap_stage_gate");
     if (ok && e == CUDA_SUCCESS) e = cu->cuModuleGetFunction(&r->ctl, r->mod, "kcap_ring_ctl");
+    if (ok && e == CUDA_SUCCESS && cu->cuModuleGetFunction(&r->cmp, r->mod, "kcap_shadow_cmp"))
+        r->cmp = NULL; /* shadow mode then does not judge device calls */
     CUdevice dev = 0;
     int sms = 0;
     if (ok && e == CUDA_SUCCESS) e = cu->cuCtxGetDevice(&dev);
@@ -133,6 +135,24 @@ static kring *kcap_ring_get(const kcap_cu *cu, CUcontext ctx)
         r->bell = bell;
         r->outcome = outc;
         e = cu->cuMemHostAlloc(&r->bounce, KCAP_BOUNCE_BYTES, CU_MEMHOSTALLOC_PORTABLE);
+    }
+    if (ok && e == CUDA_SUCCESS && r->cmp) {
+        void *co = NULL;
+        kcmp_dev *init = calloc(KCAP_EAGER_SITES, sizeof *init);
+        e = init ? cu->cuMemHostAlloc(&co, sizeof(kcmp_out) * KCAP_EAGER_SITES,
+                                      CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE)
+                 : CUDA_ERROR_OUT_OF_MEMORY;
+        if (e == CUDA_SUCCESS) {
+            memset(co, 0, sizeof(kcmp_out) * KCAP_EAGER_SITES);
+            r->cmp_out = co;
+            e = cu->cuMemAlloc(&r->cmp_dev, sizeof(kcmp_dev) * KCAP_EAGER_SITES);
+        }
+        for (int i = 0; init && i < KCAP_EAGER_SITES; i++)
+            for (int k = 0; k < KCAP_CMP_MAX; k++)
+                init[i].t[k].first_nonfinite = ~0ull;
+        if (e == CUDA_SUCCESS)
+            e = cu->cuMemcpyHtoD(r->cmp_dev, init, sizeof(kcmp_dev) * KCAP_EAGER_SITES);
+        free(init);
     }
     if (ok && e == CUDA_SUCCESS) e = cu->cuStreamCreate(&r->side, CU_STREAM_NON_BLOCKING);
     /* Clear the header on OUR stream and wait for that alone: a plain cuMemsetD8 runs on the
@@ -167,7 +187,10 @@ static kring *kcap_ring_get(const kcap_cu *cu, CUcontext ctx)
     return r;
 }
 
-static CUresult kcap_launch(kring *r, ksite *s, int sid, int phase, int force, CUstream st)
+kring *kcap_ring_of(const kcap_cu *cu, CUcontext ctx) { return kcap_ring_get(cu, ctx); }
+
+CUresult kcap_stage_launch(kring *r, ksite *s, int sid, int phase, int force, CUdeviceptr cond,
+                           CUstream st)
 {
     kstage_args p;
     memset(&p, 0, sizeof p);
@@ -175,6 +198,7 @@ static CUresult kcap_launch(kring *r, ksite *s, int sid, int phase, int force, C
     p.site = kcap_site_dev(r, sid);
     p.bell = (uintptr_t)r->bell;
     p.outcome = force ? (uintptr_t)&r->outcome[sid] : 0;
+    p.cond = cond;
     for (int c = 0; c < KCAP_NCOUNTS; c++) {
         p.count_src[c] = s->lay.count_src[c];
         p.count_size[c] = s->lay.count_size[c];
@@ -215,6 +239,18 @@ static int kcap_eager_free(const kcap_cu *cu, ksite *o)
     return done;
 }
 
+int kcap_eager_site_take(kring *r, int lowest)
+{
+    for (int k = 0; k < KCAP_EAGER_SITES; k++) {
+        int i = lowest ? k : (r->next_eager + k) % KCAP_EAGER_SITES;
+        if (kcap_eager_free(r->cu, kcap_site(r, i))) {
+            r->next_eager = (i + 1) % KCAP_EAGER_SITES;
+            return i;
+        }
+    }
+    return -1;
+}
+
 int kcap_gpu_capture(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *stream,
                      uint64_t seq, int in_capture, int *status_out)
 {
@@ -253,17 +289,12 @@ int kcap_gpu_capture(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *s
     if (in_capture) {
         sid = kcap_site_new(r);
     } else {
-        for (int k = 0; k < KCAP_EAGER_SITES && sid < 0; k++) {
-            int i = (r->next_eager + k) % KCAP_EAGER_SITES;
-            if (kcap_eager_free(cu, kcap_site(r, i))) {
-                sid = i;
-                r->next_eager = (i + 1) % KCAP_EAGER_SITES;
-            }
-        }
+        sid = kcap_eager_site_take(r, 0);
     }
     ksite *s = sid >= 0 ? kcap_site(r, sid) : NULL;
     if (s) {
         s->used = 1;
+        s->shadow = 0;
         s->graph = in_capture;
         memcpy(s->args, a, sl->desc->args_size);
         s->sl = sl;
@@ -288,11 +319,11 @@ int kcap_gpu_capture(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *s
         return -1;
     }
     CUstream st = (CUstream)stream;
-    CUresult e = kcap_launch(r, s, sid, 0, !in_capture, st);
+    CUresult e = kcap_stage_launch(r, s, sid, 0, !in_capture, 0, st);
     int status = kcap_real(real, a, ws, wsb, stream);
     s->status = status;
     if (e == CUDA_SUCCESS)
-        e = kcap_launch(r, s, sid, 1, !in_capture, st);
+        e = kcap_stage_launch(r, s, sid, 1, !in_capture, 0, st);
     if (e == CUDA_SUCCESS && !in_capture)
         e = cu->cuEventRecord(s->done, st);
     *status_out = status;
@@ -319,7 +350,7 @@ int kcap_gpu_own_function(const void *f)
 {
     kring *r = g_ring;
     return f && r && r->stage && (f == (const void *)r->stage || f == (const void *)r->gate ||
-                                  f == (const void *)r->ctl);
+                                  f == (const void *)r->ctl || f == (const void *)r->cmp);
 }
 
 /* Exit: let the drainer finish what the GPU has staged (bounded), then stop it. */

@@ -10,12 +10,32 @@
 #include <stdint.h>
 
 #include "kcap_slot.h"
+#include "kcap_snapshot.h" /* formats/ */
 
 /* 0: capture staged (async), 1: not handled (caller uses the synchronous path),
  * <0 handled and dropped/failed (counted), 2: graph nodes installed. */
 int kcap_gpu_capture(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *stream,
                      uint64_t seq, int in_capture, int *status_out);
 void kcap_gpu_shutdown(int timeout_ms);
+
+/* Shadow mode on the GPU (kcap_gpu_shadow.c), eager zero-stall calls: the production call,
+ * then on the same stream the candidate `cand` into outputs and workspace of ours (cand_wsb
+ * bytes), the compare kernel, and staging that runs only when the compare found a
+ * divergence. The host never waits. Returns as kcap_gpu_capture (0 staged: the drainer
+ * settles it; 1 not handled; <0 dropped); *cand_failed = 1 when the candidate returned an
+ * error status (nothing of it was compared). */
+int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *stream,
+                    uint64_t seq, kcap_call_fn cand, size_t cand_wsb, int *status_out,
+                    int *cand_failed);
+/* What the drainer reports of a shadowed call (the policy layer registers it), args being
+ * the production call's: KCAP_SHADOW_AGREED (snap, cand NULL); KCAP_SHADOW_DIVERGED, snap
+ * holding its inputs and production outputs and cand the candidate's outputs; or
+ * KCAP_SHADOW_LOST, divergent but not staged (ring full...: counted by the ring too).
+ * Returns 1 to keep snap (the sink has added the candidate's outputs to it). */
+enum { KCAP_SHADOW_AGREED = 0, KCAP_SHADOW_DIVERGED = 1, KCAP_SHADOW_LOST = 2 };
+typedef int (*kcap_gpu_shadow_sink)(kcap_slot *sl, const void *args, int verdict,
+                                    kcap_snapshot *snap, kcap_snapshot *cand, uint64_t seq);
+void kcap_gpu_set_shadow_sink(kcap_gpu_shadow_sink f);
 /* 1 when f (a CUfunction, e.g. from a graph kernel node's parameters) is one of libkcap's
  * own kernels (gate, staging, ring control, shadow compare): a graph's kcap nodes. */
 int kcap_gpu_own_function(const void *f);

@@ -254,7 +254,7 @@ static void kcap_drain_one(kring *r, const kbell *b)
     kcap_snapshot *snap = NULL;
     kcap_error err = {0};
     char *fixed = NULL;
-    int rc = ok ? 0 : KCAP_ERR_CORRUPT;
+    int rc = ok ? 0 : KCAP_ERR_CORRUPT, not_kept = 0;
     if (!rc && kcap_wait_queue(r, bytes))
         rc = KCAP_ERR_FULL;
     else if (!rc)
@@ -276,6 +276,16 @@ static void kcap_drain_one(kring *r, const kbell *b)
         rc = snap ? kcap_call_record(d, s->args, KCAP_ARG_IN, &ops, snap, &err) : KCAP_ERR_NOMEM;
         if (!rc)
             rc = kcap_call_record(d, s->args, KCAP_ARG_OUT, &ops, snap, &err);
+        if (!rc && s->shadow && s->status == KCAP_CALL_OK) {
+            /* the compare found a divergence: the candidate's outputs were staged too */
+            kcap_snapshot *cs = kcap_snapshot_create();
+            rc = cs ? kcap_call_record_scalars(d, s->cargs, cs, &err) : KCAP_ERR_NOMEM;
+            if (!rc)
+                rc = kcap_call_record(d, s->cargs, KCAP_ARG_OUT, &ops, cs, &err);
+            if (!rc && !(kcap_g_shadow_sink && kcap_g_shadow_sink(s->sl, s->args, KCAP_SHADOW_DIVERGED, snap, cs, s->seq)))
+                not_kept = 1;
+            kcap_snapshot_free(cs);
+        }
     }
     free(fixed);
     /* the region is free again as soon as its bytes are on the host */
@@ -284,6 +294,8 @@ static void kcap_drain_one(kring *r, const kbell *b)
     uint64_t seq = s && s->graph ? (uint64_t)b->ticket - 1 : s ? s->seq : 0;
     int invalid = !rc && s->status != KCAP_CALL_OK; /* the library rejected the call: not kept */
     if (invalid)
+        rc = KCAP_ERR_ARG;
+    if (!rc && not_kept) /* shadow: judged (agreed on the host's exact rule, or capped) */
         rc = KCAP_ERR_ARG;
     int by_cap = 0;
     if (!rc && !kcap_bytes_fit(kcap_snapshot_bytes(snap))) {
@@ -307,7 +319,9 @@ static void kcap_drain_one(kring *r, const kbell *b)
         }
     }
     kcap_queue_unreserve(reserved);
-    if (invalid) {
+    if (not_kept) {
+        atomic_fetch_add(&kcap_g_stats.shadow_not_kept, 1);
+    } else if (invalid) {
         atomic_fetch_add(&kcap_g_stats.skipped_invalid, 1);
     } else if (by_cap) {
         atomic_fetch_add(&kcap_g_stats.dropped_cap, 1);
@@ -347,8 +361,18 @@ static void kcap_settle_eager_drops(kring *r)
         if (!atomic_load(&s->pending))
             continue;
         unsigned long long o = r->outcome[i];
-        if ((unsigned int)(o >> 1) == s->gen && !(o & 1) && atomic_exchange(&s->pending, 0))
-            kcap_gpu_unit_settled(0);
+        if ((unsigned int)(o >> 1) != s->gen || (o & 1) || !atomic_exchange(&s->pending, 0))
+            continue;
+        /* a shadowed call the compare found in agreement was not staged: judged, not kept */
+        if (s->shadow && r->cmp_out && r->cmp_out[i].gen == s->gen) {
+            int agreed = !r->cmp_out[i].divergent;
+            if (agreed) /* judged; a lost divergence is counted as the ring's drop */
+                atomic_fetch_add(&kcap_g_stats.shadow_not_kept, 1);
+            if (kcap_g_shadow_sink)
+                kcap_g_shadow_sink(s->sl, s->args, agreed ? KCAP_SHADOW_AGREED : KCAP_SHADOW_LOST,
+                                   NULL, NULL, s->seq);
+        }
+        kcap_gpu_unit_settled(0);
     }
 }
 

@@ -48,7 +48,7 @@
 #define KCAP_GRANT_IDLE_NS 100000000ull
 
 typedef struct {
-    unsigned long long ring, site, bell, outcome;
+    unsigned long long ring, site, bell, outcome, cond;
     unsigned long long count_src[KCAP_NCOUNTS];
     int count_size[KCAP_NCOUNTS];
     int ncounts;
@@ -83,6 +83,45 @@ typedef struct {
     unsigned long long ticket;
 } kbell;
 
+/* Shadow mode's compare (kcap_gather.cu's kcap_cmp_*; keep in sync). */
+#define KCAP_CMP_MAX 4
+#define KCAP_CMP_THREADS 256
+typedef struct {
+    unsigned long long prod, cand;
+    long long rows, row_elems, n1, s0, s1;
+    int dtype; /* 0 bf16, 1 f16, 2 f32 */
+    int pad;
+    double atol, rtol;
+} kcmp_tensor;
+
+typedef struct {
+    unsigned long long nonfinite, first_nonfinite, beyond, worst, max_abs;
+} kcmp_acc;
+
+typedef struct {
+    kcmp_acc t[KCAP_CMP_MAX];
+    unsigned int blocks_done;
+    int cond;
+} kcmp_dev;
+
+typedef struct {
+    unsigned long long nonfinite, first_nonfinite, beyond, worst_elem;
+    double max_abs, worst_ratio;
+} kcmp_res;
+
+typedef struct {
+    kcmp_res t[KCAP_CMP_MAX];
+    int divergent;
+    unsigned int gen;
+} kcmp_out;
+
+typedef struct {
+    unsigned long long dev, out;
+    int nt;
+    unsigned int gen;
+    kcmp_tensor t[KCAP_CMP_MAX];
+} kcmp_args;
+
 /* What the host remembers of a call site to rebuild its snapshots. */
 typedef struct ksite {
     int graph;
@@ -98,13 +137,18 @@ typedef struct ksite {
     atomic_int pending;     /* launched, not yet settled (captured or dropped) */
     atomic_int launched;    /* the caller is done with it (event recorded, or failed) */
     CUevent done;           /* the phase-1 kernel has run */
+    /* shadow mode (eager sites): the candidate's args (outputs and workspace in cand) */
+    int shadow;
+    _Alignas(16) unsigned char cargs[KCAP_ARGS_MAX];
+    CUdeviceptr cand;       /* the candidate's outputs, then its workspace */
+    size_t cand_cap;
 } ksite;
 
 typedef struct kring {
     const kcap_cu *cu;
     CUcontext ctx;
     CUmodule mod;
-    CUfunction stage, gate, ctl;
+    CUfunction stage, gate, ctl, cmp;
     int nblocks;                     /* staging grid: 2 blocks per SM */
     CUdeviceptr hdr;                 /* kring_dev */
     CUdeviceptr ctl_out;             /* 3 words written by kcap_ring_ctl */
@@ -114,6 +158,8 @@ typedef struct kring {
     int next_eager;
     volatile kbell *bell;            /* pinned, mapped: [KCAP_RING_NREC] */
     volatile unsigned long long *outcome; /* pinned, mapped: [KCAP_EAGER_SITES] */
+    volatile kcmp_out *cmp_out;      /* shadow compare results, pinned, mapped: [KCAP_EAGER_SITES] */
+    CUdeviceptr cmp_dev;             /* kcmp_dev[KCAP_EAGER_SITES] */
     void *bounce;                    /* pinned, KCAP_BOUNCE_BYTES */
     CUstream side;
     /* ring memory: set by the drainer (or the first eager call), read by callers */
@@ -146,6 +192,17 @@ CUdeviceptr kcap_site_dev(kring *r, int sid);
 int kcap_ring_alloc_mem(kring *r, int may_wait);
 /* Log once why there is no ring (kcap_gpu.c). */
 void kcap_gpu_nomem_log(unsigned long long free_b, unsigned long long total_b, unsigned long long want);
+/* Launch a site's gate (phase 0) and staging kernel of a phase; cond: shadow's compare
+ * flag (0: none). */
+CUresult kcap_stage_launch(kring *r, ksite *s, int sid, int phase, int force, CUdeviceptr cond,
+                           CUstream st);
+/* The ring of the current context (NULL: none possible), and a free eager site (-1: none),
+ * the next in turn or (lowest: shadow mode, whose sites own candidate buffers, so few should
+ * be in use) the first free. Caller holds kcap_g_ring_lock. */
+kring *kcap_ring_of(const kcap_cu *cu, CUcontext ctx);
+int kcap_eager_site_take(kring *r, int lowest);
+/* The drainer's hand-off of shadow results to the policy layer (kcap_gpu.h). */
+extern kcap_gpu_shadow_sink kcap_g_shadow_sink;
 /* The drainer thread (kcap_gpu_drain.c). */
 void *kcap_drainer_main(void *arg);
 /* Capture-mode switch around CUDA calls made while a host thread may be capturing. */

@@ -12,6 +12,7 @@
  * that returns an error status is switched off with one log line; the service never sees it.
  */
 #include "kcap_shadow.h"
+#include "kcap_gpu.h"
 #include "kcap_log.h"
 #include "kcap_meta.h"
 #include "kcap_names.h"
@@ -53,7 +54,7 @@ static struct {
     kcap_call_fn fn[KCAP_NCALLS];
     size_t (*ws_fn[KCAP_NCALLS])(const void *);
     pthread_mutex_t lock; /* the summary below */
-    unsigned long long compared, divergent, kept, not_judged, capped;
+    unsigned long long compared, divergent, kept, not_judged, capped, lost;
     double worst_abs;
     char worst_where[160];
     char prod_hash[80];
@@ -62,6 +63,9 @@ static struct {
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static atomic_int g_log_dev, g_log_shapes;
+
+static int device_sink(kcap_slot *sl, const void *args, int verdict, kcap_snapshot *snap,
+                       kcap_snapshot *cand, uint64_t seq);
 
 int kcap_shadow_on(void) { return atomic_load(&g.on); }
 
@@ -131,7 +135,7 @@ static void install(const char *cand, const kcap_candidate *c)
     memcpy(g.fn, c->fn, sizeof g.fn);
     memcpy(g.ws_fn, c->ws_fn, sizeof g.ws_fn);
     snprintf(g.path, sizeof g.path, "%s", cand);
-    g.compared = g.divergent = g.kept = g.capped = g.not_judged = 0;
+    g.compared = g.divergent = g.kept = g.capped = g.not_judged = g.lost = 0;
     g.worst_abs = 0;
     g.worst_where[0] = '\0';
     g.nshapes = 0;
@@ -169,6 +173,7 @@ int kcap_shadow_init(const char *cand, const char *dir)
         return -1;
     }
     install(cand, &c);
+    kcap_gpu_set_shadow_sink(device_sink);
     kcap_log(KCAP_LOG_INFO, "shadow mode: candidate %s (%s)", cand, c.hash);
     snprintf(g_dir, sizeof g_dir, "%s", dir);
     pthread_t t;
@@ -204,9 +209,9 @@ int kcap_shadow_request(const char *cmd, char *reply, size_t n)
     } else if (!strcmp(cmd, "shadow-status")) {
         pthread_mutex_lock(&g.lock);
         snprintf(reply, n, "ok shadow %s candidate %s (%s): compared=%llu divergent=%llu "
-                 "kept=%llu capped=%llu not_judged=%llu worst_abs=%g%s%s\n",
+                 "kept=%llu capped=%llu lost=%llu not_judged=%llu worst_abs=%g%s%s\n",
                  atomic_load(&g.on) ? "on" : "off", g.path[0] ? g.path : "-", g.hash,
-                 g.compared, g.divergent, g.kept, g.capped, g.not_judged, g.worst_abs,
+                 g.compared, g.divergent, g.kept, g.capped, g.lost, g.not_judged, g.worst_abs,
                  g.worst_where[0] ? " at " : "", g.worst_where);
         pthread_mutex_unlock(&g.lock);
     } else {
@@ -221,8 +226,8 @@ int kcap_shadow_request(const char *cmd, char *reply, size_t n)
 
 void kcap_shadow_skip_device(void)
 {
-    kcap_log_once(&g_log_dev, KCAP_LOG_WARN, "shadow mode judges host-memory calls only in "
-                  "this version; device calls are captured as usual but not compared");
+    kcap_log_once(&g_log_dev, KCAP_LOG_WARN, "shadow mode does not judge calls inside CUDA "
+                  "graph capture yet: they run as captured, not compared (counted as not_judged)");
     pthread_mutex_lock(&g.lock);
     g.not_judged++;
     pthread_mutex_unlock(&g.lock);
@@ -270,22 +275,125 @@ static size_t span_elems(const kcap_tensor *t)
     return n;
 }
 
-int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint64_t seq)
+/* The candidate of this call as of now: 0 and its entry point, workspace bytes and the
+ * swap count it belongs to; -1 (counted as not judged) when off, missing or refusing. */
+static int candidate_of(kcap_slot *sl, const void *args, kcap_call_fn *fn, size_t *wsb,
+                        unsigned long long *swaps)
+{
+    pthread_mutex_lock(&g.lock); /* a swap replaces both together */
+    *fn = g.fn[sl->call];
+    size_t (*ws_fn)(const void *) = g.ws_fn[sl->call];
+    *swaps = g.swaps;
+    pthread_mutex_unlock(&g.lock);
+    *wsb = *fn && ws_fn ? ws_fn(args) : 0;
+    if (atomic_load(&g.on) && *fn && *wsb != (size_t)-1)
+        return 0;
+    /* off, no such entry point in the candidate, or sizes it rejects: not judged */
+    pthread_mutex_lock(&g.lock);
+    g.not_judged++;
+    pthread_mutex_unlock(&g.lock);
+    return -1;
+}
+
+static void candidate_failed(const kcap_call_desc *d, int status, uint64_t seq)
+{
+    if (atomic_exchange(&g.on, 0))
+        kcap_log(KCAP_LOG_WARN, "shadow mode off: the candidate %s returned status %d on %s "
+                 "call %llu, which the production library ran (the service is unaffected)",
+                 g.path, status, d->name, (unsigned long long)seq);
+}
+
+/* Production outputs (snap) against the candidate's (cs, may be NULL: the device compare
+ * agreed) by replay's rules; the summary counts it under the candidate of `swaps`. 1 when
+ * divergent and kept: snap then also holds cs's tensors under /candidate. */
+static int settle(kcap_slot *sl, kcap_snapshot *snap, const kcap_snapshot *cs, uint64_t seq,
+                  unsigned long long swaps)
 {
     const kcap_call_desc *d = sl->desc;
-    pthread_mutex_lock(&g.lock); /* a swap replaces both together */
-    kcap_call_fn fn = g.fn[sl->call];
-    size_t (*ws_fn)(const void *) = g.ws_fn[sl->call];
-    unsigned long long swaps = g.swaps;
-    pthread_mutex_unlock(&g.lock);
-    size_t wsb = fn && ws_fn ? ws_fn(args) : 0;
-    if (!atomic_load(&g.on) || !fn || wsb == (size_t)-1) {
-        /* off, no such entry point in the candidate, or sizes it rejects: not judged */
-        pthread_mutex_lock(&g.lock);
-        g.not_judged++;
+    double worst = 0;
+    char where[160] = "";
+    int divergent = 0, keep = 0;
+    for (int i = 0; cs && i < cs->ntensors; i++) {
+        const kcap_tensor *c = &cs->tensors[i];
+        const kcap_tensor *p = kcap_snapshot_tensor(snap, c->name, KCAP_DIR_OUT);
+        if (!p || p->nbytes != c->nbytes)
+            continue;
+        kcap_cmp_tol tol = kcap_cmp_default_tol(c->dtype);
+        kcap_cmp_result r;
+        kcap_compare(c->dtype, c->data, p->data, c->nbytes / kcap_dtype_size(c->dtype), &tol, &r);
+        if (r.pass)
+            continue;
+        divergent = 1;
+        double e = r.nonfinite_mismatch ? INFINITY : r.max_abs;
+        if (e >= worst) {
+            worst = e;
+            int64_t per, loc[4];
+            if (r.worst >= 0 && kcap_call_tokens_per_request(d, snap, c->name, &per) &&
+                !kcap_cmp_locate(r.worst, c->ndim, c->shape, per, loc))
+                snprintf(where, sizeof where, "%s call %llu: %s element %lld (request %lld, token "
+                         "%lld, head %lld, channel %lld), got %g want %g", d->name,
+                         (unsigned long long)seq, c->name, (long long)r.worst, (long long)loc[0],
+                         (long long)loc[1], (long long)loc[2], (long long)loc[3], r.worst_got,
+                         r.worst_want);
+            else
+                snprintf(where, sizeof where, "%s call %llu: %s element %lld", d->name,
+                         (unsigned long long)seq, c->name, (long long)r.worst);
+        }
+    }
+    pthread_mutex_lock(&g.lock);
+    if (g.swaps != swaps) { /* judged by a candidate replaced meanwhile: not counted */
         pthread_mutex_unlock(&g.lock);
         return 0;
     }
+    kcap_shadow_shape *sh = shape_of(sl->call, snap);
+    g.compared++;
+    if (sh)
+        sh->compared++;
+    if (!g.prod_hash[0] && sl->lib_hash[0])
+        snprintf(g.prod_hash, sizeof g.prod_hash, "%s", sl->lib_hash);
+    if (divergent) {
+        g.divergent++;
+        if (sh) {
+            sh->divergent++;
+            if (worst > sh->worst_abs)
+                sh->worst_abs = worst;
+        }
+        if (worst >= g.worst_abs) {
+            g.worst_abs = worst;
+            snprintf(g.worst_where, sizeof g.worst_where, "%s", where);
+        }
+        const long per_shape = kcap_cfg()->shadow_per_shape;
+        keep = !sh || (long)sh->kept < per_shape;
+        if (keep && sh)
+            sh->kept++;
+        if (keep)
+            g.kept++;
+        else
+            g.capped++;
+    }
+    pthread_mutex_unlock(&g.lock);
+    /* a kept divergence carries the candidate's outputs beside the production ones */
+    for (int i = 0; keep && i < cs->ntensors; i++) {
+        const kcap_tensor *c = &cs->tensors[i];
+        void *dst = NULL;
+        if (kcap_snapshot_add_tensor(snap, c->name, KCAP_DIR_CAND, c->dtype, c->ndim, c->shape,
+                                     NULL, NULL, &dst) || !dst) {
+            keep = 0;
+            break;
+        }
+        memcpy(dst, c->data, c->nbytes);
+    }
+    return keep;
+}
+
+int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint64_t seq)
+{
+    const kcap_call_desc *d = sl->desc;
+    kcap_call_fn fn;
+    size_t wsb;
+    unsigned long long swaps;
+    if (candidate_of(sl, args, &fn, &wsb, &swaps))
+        return 0;
     void *bufs[16] = {0};
     int nb = 0, keep = 0;
     unsigned char *cargs = malloc(d->args_size);
@@ -313,92 +421,14 @@ int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint
     }
     int status = rc ? 0 : fn(cargs, ws, wsb, NULL);
     if (!rc && status != KCAP_CALL_OK) {
-        atomic_store(&g.on, 0);
-        kcap_log(KCAP_LOG_WARN, "shadow mode off: the candidate %s returned "
-                      "status %d on %s call %llu, which the production library ran (the "
-                      "service is unaffected)", g.path, status, d->name, (unsigned long long)seq);
+        candidate_failed(d, status, seq);
         rc = -1;
     }
     if (!rc)
         rc = kcap_call_record_scalars(d, cargs, cs, err) ||
              kcap_call_record(d, cargs, KCAP_ARG_OUT, kcap_host_mem_ops(), cs, err);
-    double worst = 0;
-    char where[160] = "";
-    int divergent = 0;
-    for (int i = 0; !rc && i < cs->ntensors; i++) {
-        const kcap_tensor *c = &cs->tensors[i];
-        const kcap_tensor *p = kcap_snapshot_tensor(snap, c->name, KCAP_DIR_OUT);
-        if (!p || p->nbytes != c->nbytes)
-            continue;
-        kcap_cmp_tol tol = kcap_cmp_default_tol(c->dtype);
-        kcap_cmp_result r;
-        kcap_compare(c->dtype, c->data, p->data, c->nbytes / kcap_dtype_size(c->dtype), &tol, &r);
-        if (r.pass)
-            continue;
-        divergent = 1;
-        double e = r.nonfinite_mismatch ? INFINITY : r.max_abs;
-        if (e >= worst) {
-            worst = e;
-            int64_t per, loc[4];
-            if (r.worst >= 0 && kcap_call_tokens_per_request(d, snap, c->name, &per) &&
-                !kcap_cmp_locate(r.worst, c->ndim, c->shape, per, loc))
-                snprintf(where, sizeof where, "%s call %llu: %s element %lld (request %lld, token "
-                         "%lld, head %lld, channel %lld), got %g want %g", d->name,
-                         (unsigned long long)seq, c->name, (long long)r.worst, (long long)loc[0],
-                         (long long)loc[1], (long long)loc[2], (long long)loc[3], r.worst_got,
-                         r.worst_want);
-            else
-                snprintf(where, sizeof where, "%s call %llu: %s element %lld", d->name,
-                         (unsigned long long)seq, c->name, (long long)r.worst);
-        }
-    }
-    if (!rc) {
-        pthread_mutex_lock(&g.lock);
-        if (g.swaps != swaps) { /* judged by a candidate replaced meanwhile: not counted */
-            pthread_mutex_unlock(&g.lock);
-            divergent = 0, rc = -1;
-        }
-    }
-    if (!rc) {
-        kcap_shadow_shape *sh = shape_of(sl->call, snap);
-        g.compared++;
-        if (sh)
-            sh->compared++;
-        if (!g.prod_hash[0] && sl->lib_hash[0])
-            snprintf(g.prod_hash, sizeof g.prod_hash, "%s", sl->lib_hash);
-        if (divergent) {
-            g.divergent++;
-            if (sh) {
-                sh->divergent++;
-                if (worst > sh->worst_abs)
-                    sh->worst_abs = worst;
-            }
-            if (worst >= g.worst_abs) {
-                g.worst_abs = worst;
-                snprintf(g.worst_where, sizeof g.worst_where, "%s", where);
-            }
-            const long per_shape = kcap_cfg()->shadow_per_shape;
-            keep = !sh || (long)sh->kept < per_shape;
-            if (keep && sh)
-                sh->kept++;
-            if (keep)
-                g.kept++;
-            else
-                g.capped++;
-        }
-        pthread_mutex_unlock(&g.lock);
-    }
-    /* a kept divergence carries the candidate's outputs beside the production ones */
-    for (int i = 0; keep && i < cs->ntensors; i++) {
-        const kcap_tensor *c = &cs->tensors[i];
-        void *dst = NULL;
-        if (kcap_snapshot_add_tensor(snap, c->name, KCAP_DIR_CAND, c->dtype, c->ndim, c->shape,
-                                     NULL, NULL, &dst) || !dst) {
-            keep = 0;
-            break;
-        }
-        memcpy(dst, c->data, c->nbytes);
-    }
+    if (!rc)
+        keep = settle(sl, snap, cs, seq, swaps);
     for (int i = 0; i < nb; i++)
         free(bufs[i]);
     free(cargs);
@@ -406,6 +436,53 @@ int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint
     free(err);
     kcap_snapshot_free(cs);
     return keep;
+}
+
+/* ---- device calls (kcap_gpu_shadow.c runs them, the drainer reports back) ---- */
+
+int kcap_shadow_device(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *stream,
+                       uint64_t seq, int *status)
+{
+    kcap_call_fn fn;
+    size_t cwsb;
+    unsigned long long swaps;
+    if (candidate_of(sl, a, &fn, &cwsb, &swaps))
+        return 1; /* counted as not judged; the caller captures it as usual */
+    int failed = 0;
+    int h = kcap_gpu_shadow(sl, a, ws, wsb, stream, seq, fn, cwsb, status, &failed);
+    if (failed)
+        candidate_failed(sl->desc, KCAP_CALL_OK - 1, seq);
+    if (h == 1) { /* not a call the device path shadows (sizes, graph, sync mode) */
+        pthread_mutex_lock(&g.lock);
+        g.not_judged++;
+        pthread_mutex_unlock(&g.lock);
+    }
+    return h;
+}
+
+/* The drainer's report of a device call (kcap_gpu_shadow_sink). */
+static int device_sink(kcap_slot *sl, const void *args, int verdict, kcap_snapshot *snap,
+                       kcap_snapshot *cand, uint64_t seq)
+{
+    pthread_mutex_lock(&g.lock);
+    unsigned long long swaps = g.swaps;
+    pthread_mutex_unlock(&g.lock);
+    if (verdict == KCAP_SHADOW_DIVERGED)
+        return settle(sl, snap, cand, seq, swaps);
+    /* agreed, or divergent and lost: counted under its shape (the scalars give it) */
+    kcap_snapshot *sc = kcap_snapshot_create();
+    kcap_error *err = calloc(1, sizeof *err);
+    if (sc && err && !kcap_call_record_scalars(sl->desc, args, sc, err))
+        settle(sl, sc, NULL, seq, swaps);
+    if (verdict == KCAP_SHADOW_LOST) {
+        pthread_mutex_lock(&g.lock);
+        if (g.swaps == swaps)
+            g.divergent++, g.lost++;
+        pthread_mutex_unlock(&g.lock);
+    }
+    kcap_snapshot_free(sc);
+    free(err);
+    return 0;
 }
 
 /* A JSON number, or null for a non-finite one (a NaN/Inf position mismatch). */
@@ -437,7 +514,8 @@ void kcap_shadow_summary(const char *dir)
             g.path, g.hash, atomic_load(&g.on) ? "true" : "false", g.swaps - 1);
     fprintf(f, "  \"production_hash\": \"%s\",\n", g.prod_hash);
     fprintf(f, "  \"compared\": %llu,\n  \"divergent\": %llu,\n  \"kept\": %llu,\n  \"capped\": %llu,\n"
-            "  \"not_judged\": %llu,\n", g.compared, g.divergent, g.kept, g.capped, g.not_judged);
+            "  \"lost\": %llu,\n  \"not_judged\": %llu,\n", g.compared, g.divergent, g.kept,
+            g.capped, g.lost, g.not_judged);
     char w[32];
     fprintf(f, "  \"worst_abs\": %s,\n  \"worst_nonfinite\": %s,\n", num(w, sizeof w, g.worst_abs),
             isinf(g.worst_abs) ? "true" : "false");

@@ -5,8 +5,9 @@
  * (kcap_compare: NaN/Inf positions first, then the default tolerances) and only a call where
  * they disagree is kept, as a snapshot holding the inputs, the production outputs and the
  * candidate's (/candidate, format 1.2). The service always gets the production results.
- * Policy layer (beside kcap_callrec, which calls it). This version judges calls whose
- * tensors are in host memory (the CPU library); device calls are counted as not judged.
+ * Policy layer (beside kcap_callrec, which calls it). Host-memory calls (the CPU library)
+ * are judged on the calling thread; eager device calls on the GPU, on the call's stream
+ * (kcap_gpu_shadow.c), the drainer reporting back; calls in CUDA graphs are not judged yet.
  */
 #ifndef KCAP_SHADOW_H
 #define KCAP_SHADOW_H
@@ -29,7 +30,13 @@ int kcap_shadow_on(void);
  * outputs (keep it); 0: they agree, the candidate failed (switched off) or the call was not
  * judged (counted in the summary as not_judged) — drop it. */
 int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint64_t seq);
-/* A device-memory call: counted as not judged (this version). */
+/* A device call outside CUDA graph capture: the production call runs (its status in
+ * *status), then the candidate and the compare on the GPU (kcap_gpu_shadow); 0 judged
+ * there (the drainer settles it), <0 dropped, 1 not judged (counted; the caller runs the
+ * production call). */
+int kcap_shadow_device(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *stream,
+                       uint64_t seq, int *status);
+/* A device call in CUDA graph capture: counted as not judged (this version). */
 void kcap_shadow_skip_device(void);
 /* DIR/shadow-<run>-p<pid>.json, written atomically: calls compared, divergent, the worst
  * error and where, per shape, the candidate's and production's library hashes. */

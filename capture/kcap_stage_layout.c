@@ -172,6 +172,10 @@ static int add_seg(const kcap_call_desc *d, const kcap_arg_desc *a, const void *
         l->seg_idx_arg[l->nin] = idx_arg;
         l->seg_in[l->nin++] = g;
     } else {
+        kcap_dtype dt = KCAP_DT_INVALID;
+        if (kcap_arg_dtype(d, a, s, &dt, err))
+            return -1;
+        l->seg_out_dtype[l->nout] = (int)dt;
         l->seg_out_arg[l->nout] = ai;
         l->seg_out[l->nout++] = g;
     }

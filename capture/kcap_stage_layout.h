@@ -42,6 +42,7 @@ typedef struct kcap_layout {
     /* where the addresses came from (description argument indices), so a layout computed
        for one call serves the next call of the same sizes with its own pointers */
     int seg_in_arg[KCAP_MAX_SEGS], seg_out_arg[KCAP_MAX_SEGS], seg_idx_arg[KCAP_MAX_SEGS];
+    int seg_out_dtype[KCAP_MAX_SEGS]; /* kcap_dtype of each output (shadow mode's compare) */
     int count_arg[KCAP_NCOUNTS];
     long long count_off[KCAP_NCOUNTS];
 } kcap_layout;

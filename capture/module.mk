@@ -10,7 +10,7 @@
 # the library still builds and uses plain copies on the device.
 
 KCAP_LIB := $(LIB)/libkcap.so
-CAPTURE_SRCS := kcap_interpose kcap_capture kcap_shadow kcap_state kcap_tags kcap_budget kcap_queue kcap_arm kcap_mem kcap_gpu kcap_gpu_drain kcap_stage_layout \
+CAPTURE_SRCS := kcap_interpose kcap_capture kcap_shadow kcap_state kcap_tags kcap_budget kcap_queue kcap_arm kcap_mem kcap_gpu kcap_gpu_drain kcap_gpu_shadow kcap_stage_layout \
                 kcap_ring kcap_config kcap_log kcap_meta kcap_names kcap_size kcap_callrec
 # shadow mode judges with replay's comparison rules (one definition of "correct")
 CAPTURE_OBJS := $(patsubst %,$(OBJ)/capture/%.o,$(CAPTURE_SRCS)) $(OBJ)/capture/kcap_ptx.o \
@@ -144,7 +144,7 @@ ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/te
          $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch tests/capture/test_capture_c.sh \
               tests/capture/test_capture_faults_host.sh
 GPU_TESTS += tests/capture/test_capture_gpu.sh tests/capture/test_capture_gpu_long.sh tests/capture/test_capture_gpu_extend.sh \
-             tests/capture/test_capture_gpu_faults.sh
+             tests/capture/test_capture_gpu_faults.sh tests/capture/test_capture_gpu_shadow.sh
 BENCHES += tests/capture/bench_dormant.sh
 GPU_BENCHES += tests/capture/bench_capture_gpu.sh
 endif

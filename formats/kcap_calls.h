@@ -217,6 +217,9 @@ int kcap_call_tokens_per_request(const kcap_call_desc *d, const kcap_snapshot *s
                                  const char *tensor, int64_t *out);
 /* The description of tensor `name` (NULL when none). */
 const kcap_arg_desc *kcap_call_arg(const kcap_call_desc *d, const char *name);
+/* The dtype of a tensor argument ("int32" or "@field:a,b" selected by a scalar in s). */
+int kcap_arg_dtype(const kcap_call_desc *d, const kcap_arg_desc *a, const kcap_snapshot *s,
+                   kcap_dtype *out, kcap_error *err);
 /* Element size of a tensor argument, resolving "@field:a,b" against the scalars in snap. */
 int kcap_call_elem_size(const kcap_call_desc *d, const kcap_arg_desc *a, const kcap_snapshot *s,
                         size_t *out, kcap_error *err);

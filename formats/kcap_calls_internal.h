@@ -11,9 +11,6 @@
 int kcap_eval_full(const kcap_call_desc *d, const kcap_snapshot *snap, const char *expr,
                    int64_t *out, kcap_error *err, int depth);
 
-/* The dtype of a tensor argument ("int32" or "@field:a,b" selected by a scalar). */
-int kcap_arg_dtype(const kcap_call_desc *d, const kcap_arg_desc *a, const kcap_snapshot *s,
-                   kcap_dtype *out, kcap_error *err);
 /* Evaluates a->ndim expressions of `exprs` (shape or strides) into out (>= 0 each). */
 int kcap_arg_dims(const kcap_call_desc *d, const kcap_arg_desc *a, const kcap_snapshot *s,
                   const char *const *exprs, const char *what, int64_t *out, kcap_error *err);

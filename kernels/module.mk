@@ -62,6 +62,14 @@ $(VATTN_CUDA_DEV_LIB): $(VATTN_CUDA_DEPS)
 	VATTN_NVCC_FLAGS="$(VATTN_NVCC_FLAGS) -DVATTN_DEV" bash scripts/build_nvcc.sh lib $@ $(OBJ)/kernels/cuda-dev \
 	    kernels/verify_attn.cu kernels/vattn_check.c
 
+# Shadow mode's GPU candidate with a planted bug: the production kernels plus one output
+# element shifted (-DVATTN_PERTURB, as the CPU library's perturbed build).
+VATTN_CUDA_PERTURBED := $(TBIN)/libverify_attn_perturbed.so
+$(VATTN_CUDA_PERTURBED): $(VATTN_CUDA_DEPS)
+	VATTN_NVCC_FLAGS="$(VATTN_NVCC_FLAGS) -DVATTN_PERTURB" bash scripts/build_nvcc.sh lib $@ $(OBJ)/kernels/cuda-perturbed \
+	    kernels/verify_attn.cu kernels/vattn_check.c
+GPU_PREREQS += $(VATTN_CUDA_PERTURBED) # built by test-gpu / bench-gpu only (CI never uses it)
+
 # The GPU test is C: it dlopens both libraries (same symbol names) and links cudart statically.
 $(TBIN)/test_verify_gpu: tests/kernels/test_verify_gpu.c tests/kernels/vattn_gpu_common.h tests/kernels/vattn_gpu_extend.h tests/kernels/vattn_extend_util.h tests/kernels/vattn_test_util.h $(KCAP_TESTKIT_HDRS) kernels/verify_attn.h $(VATTN_TEST_CMP_OBJS) | $(VATTN_CUDA_DEV_LIB)
 	@mkdir -p $(@D)

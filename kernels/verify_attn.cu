@@ -347,6 +347,19 @@ int vattn_check(const vattn_extend_args *a, void *ws, size_t wsb)
 
 /* Every entry point of either convention: the argument check, the device check, then the
  * fast kernels (fast = 1) or the reference kernel, on the same parameter block. */
+#ifdef VATTN_PERTURB
+/* build/tests/libverify_attn_perturbed.so (shadow mode's GPU tests): the production kernels,
+ * then ONE output element changed as in the CPU library's perturbed build (verify_attn_cpu.c):
+ * o[token (bs-1)*q_len][head H-1][channel 77] += 0.5 in fp32, rounded back. */
+template <int FP16> __global__ void vattn_perturb_kernel(VattnParams p)
+{
+    uint16_t *e = p.o + (int64_t)(p.bs - 1) * p.q_len * p.o_st + (int64_t)(p.H - 1) * p.o_sh + 77;
+    float v = FP16 ? __half2float(__ushort_as_half(*e)) : __uint_as_float((uint32_t)*e << 16);
+    v += 0.5f;
+    *e = FP16 ? __half_as_ushort(__float2half_rn(v)) : __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+#endif
+
 template <class Args> int vattn_run(const Args *a, void *ws, size_t wsb, void *stream, int fast)
 {
     g_cuda_err[0] = 0;
@@ -357,8 +370,21 @@ template <class Args> int vattn_run(const Args *a, void *ws, size_t wsb, void *s
     const VattnParams p = vattn_params(a);
     cudaStream_t st = (cudaStream_t)stream;
     const int fp16 = a->dtype == VATTN_DTYPE_FP16;
+#ifdef VATTN_PERTURB
+    if (fast && (rc = fp16 ? vattn_launch_fast<1>(sz, p, ws, st) : vattn_launch_fast<0>(sz, p, ws, st)) == VATTN_OK) {
+        if (fp16)
+            vattn_perturb_kernel<1><<<1, 1, 0, st>>>(p);
+        else
+            vattn_perturb_kernel<0><<<1, 1, 0, st>>>(p);
+        cudaError_t e = cudaGetLastError();
+        return e == cudaSuccess ? VATTN_OK : vattn_cuda_fail(e, "launch vattn_perturb_kernel");
+    }
+    if (fast)
+        return rc;
+#else
     if (fast)
         return fp16 ? vattn_launch_fast<1>(sz, p, ws, st) : vattn_launch_fast<0>(sz, p, ws, st);
+#endif
     return fp16 ? vattn_launch_ref<1>(sz, p, st) : vattn_launch_ref<0>(sz, p, st);
 }
 

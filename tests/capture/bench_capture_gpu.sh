@@ -13,6 +13,11 @@ run() { # label shape-args...
     echo "[$label] dormant: $(with_kcap KCAP_DIR=$T/d KCAP_DORMANT=1 -- $C 2>$T/d.err)"; cat $T/d.err
     echo "[$label] armed:   $(with_kcap KCAP_DIR=$T/a KCAP_QUEUE_BYTES=8G KCAP_THREADS=8 KCAP_LOG=info -- $C 2>$T/a.err)"; cat $T/a.err
     echo "[$label] armed snapshots written: $(ls $T/a | wc -l) files, $(du -sh $T/a | cut -f1)"
+    # shadow mode with the production library as candidate (every call agrees: nothing staged):
+    # added stream time = candidate + compare + the gate and staging kernels exiting at once
+    [ -n "${KCAP_BENCH_SHADOW:-1}" ] &&
+        echo "[$label] shadow:  $(with_kcap KCAP_DIR=$T/s KCAP_SHADOW=$CUDALIB KCAP_LOG=info -- $C 2>$T/s.err)" && cat $T/s.err
+    rm -rf "$T/s"
     rm -rf "$T/a" "$T/d"
 }
 run "8,8,16,4096" --big -n ${N:-40}

@@ -23,6 +23,8 @@ Modes:
          context fails (illegal address); the process must end as it does bare (exit 3 after
          the CUDA error), never hang or die by a signal under libkcap.
   bench  timings (see bench_capture_gpu.sh); prints one JSON line.
+  loop   eager calls on new random tensors every 20 ms until the file --until exists (a live
+         service for `kcap shadow PID`); exit 1 if any call failed.
 
 --shape BS,H,QLEN,PREFIX sets the call's geometry (prefix = longest request's prefix).
 """
@@ -136,6 +138,7 @@ def main():
     ap.add_argument("--gap", type=float, default=0.03, help="bench: seconds between timed reps")
     ap.add_argument("--burst", type=float, default=1.0, help="bench: seconds of back-to-back replays")
     ap.add_argument("--no-replay", action="store_true", help="mixed: never replay the graph")
+    ap.add_argument("--until", help="loop: stop once this file exists")
     a = ap.parse_args()
     lib = C.CDLL(a.lib)
     fn = lib.vattn_verify
@@ -161,7 +164,18 @@ def main():
         return torch.empty(max(n, 16), dtype=torch.uint8, device="cuda") if n else None
 
     bad = 0
-    if a.mode == "eager":
+    if a.mode == "loop":
+        n = 0
+        while not os.path.exists(a.until):
+            with torch.cuda.stream(stream):
+                c = Call(g, *shape)
+                ws = workspace(c)
+                bad += call(c, ws, stream) != 0
+            stream.synchronize()
+            n += 1
+            time.sleep(0.02)
+        print(f"loop: {n} calls, {bad} failed")
+    elif a.mode == "eager":
         calls = []
         with torch.cuda.stream(stream):
             for i in range(a.n):

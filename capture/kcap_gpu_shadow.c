@@ -1,0 +1,212 @@
+/*
+ * kcap_gpu_shadow.c — shadow mode on the GPU (kcap_gpu.h): a candidate kernel judged on the
+ * production call's own stream, without the host ever waiting for the GPU.
+ *
+ * Per shadowed eager call, in stream order: the production call (the service's outputs, as
+ * always); a poison fill of the candidate's outputs (a candidate that writes nothing is seen
+ * as NaN, never as agreement); the candidate's entry point on a copy of the args whose output
+ * and workspace pointers are this site's buffers (it never writes service memory; it reads
+ * the service's inputs, which the production call does not modify); kcap_shadow_cmp
+ * (kcap_gather.cu: replay's rules, the result to mapped host memory); then the usual gate and
+ * staging kernels, but the gate stages the call only when the compare found a divergence, and
+ * phase 1 also stages the candidate's outputs. Agreeing calls cost candidate + compare + three
+ * kernels that exit at once; the drainer (kcap_gpu_drain.c) settles them from the compare's
+ * result and rebuilds divergent ones with both output sets.
+ *
+ * Calls inside CUDA graph capture are not shadowed by this version (counted as not judged).
+ */
+#include "kcap_gpu_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kcap_compare.h" /* replay/: the default tolerances */
+
+#define KCAP_CAND_ALIGN 256 /* each candidate buffer starts on its own 256-byte line */
+
+kcap_gpu_shadow_sink kcap_g_shadow_sink;
+static atomic_int g_log_launch;
+
+void kcap_gpu_set_shadow_sink(kcap_gpu_shadow_sink f) { kcap_g_shadow_sink = f; }
+
+static size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+/* Bytes a static output segment's view spans from its first row. */
+static size_t seg_span(const kseg *g)
+{
+    long long n1 = g->n1 > 0 ? g->n1 : 1, last = g->nrows - 1;
+    if (g->nrows <= 0)
+        return 0;
+    return (size_t)((last / n1) * g->s0 + (last % n1) * g->s1 + g->row_bytes);
+}
+
+/* The compare's view of each output (its dtype from the layout, replay's tolerance). */
+static int cmp_tensors(const kcap_layout *lay, CUdeviceptr cand, const size_t *off, kcmp_args *ca)
+{
+    for (int k = 0; k < lay->nout; k++) {
+        const kseg *g = &lay->seg_out[k];
+        kcap_dtype dt = (kcap_dtype)lay->seg_out_dtype[k];
+        size_t es = kcap_dtype_size(dt);
+        int code = dt == KCAP_DT_BF16 ? 0 : dt == KCAP_DT_F16 ? 1 : dt == KCAP_DT_F32 ? 2 : -1;
+        if (g->counter != KCAP_SEG_STATIC || g->idx || code < 0 || !es || g->row_bytes % (long long)es)
+            return -1; /* integer, counted or odd outputs: not a call this compare judges */
+        kcap_cmp_tol tol = kcap_cmp_default_tol(dt);
+        kcmp_tensor *t = &ca->t[k];
+        t->prod = g->src;
+        t->cand = cand + off[k];
+        t->rows = g->nrows;
+        t->row_elems = g->row_bytes / (long long)es;
+        t->n1 = g->n1 > 0 ? g->n1 : 1;
+        t->s0 = g->s0;
+        t->s1 = g->s1;
+        t->dtype = code;
+        t->atol = tol.atol;
+        t->rtol = tol.rtol;
+    }
+    ca->nt = lay->nout;
+    return 0;
+}
+
+/* A site given back before anything of it reached the GPU's staging. */
+static void site_release(ksite *s)
+{
+    atomic_store(&s->pending, 0);
+    atomic_store(&s->launched, 1);
+}
+
+int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *stream,
+                    uint64_t seq, kcap_call_fn cand, size_t cand_wsb, int *status_out,
+                    int *cand_failed)
+{
+    kcap_call_fn real = atomic_load(&sl->real);
+    const kcap_call_desc *d = sl->desc;
+    *cand_failed = 0;
+    if (!kcap_cfg()->gpu_async || d->args_size > KCAP_ARGS_MAX)
+        return 1;
+    kcap_layout *lay = malloc(sizeof *lay);
+    if (!lay || kcap_stage_layout(d, a, lay) || lay->nout > KCAP_CMP_MAX ||
+        2 * lay->nout > KCAP_MAX_SEGS) {
+        free(lay);
+        return 1;
+    }
+    const kcap_cu *cu = kcap_cu_load(NULL);
+    CUcontext ctx = NULL;
+    kring *r = NULL;
+    if (cu && cu->cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx)
+        r = kcap_ring_of(cu, ctx);
+    if (!r || !r->cmp) {
+        free(lay);
+        return 1;
+    }
+    size_t off[KCAP_MAX_SEGS], need = 0;
+    for (int k = 0; k < lay->nout; k++) {
+        off[k] = need;
+        need += align_up(seg_span(&lay->seg_out[k]), KCAP_CAND_ALIGN);
+    }
+    const size_t out_bytes = need;
+    need += align_up(cand_wsb, KCAP_CAND_ALIGN);
+    if (!atomic_load(&r->base) && kcap_ring_alloc_mem(r, 0)) {
+        atomic_fetch_add(&kcap_g_stats.dropped_ring_nomem, 1);
+        *status_out = kcap_real(real, a, ws, wsb, stream);
+        free(lay);
+        return -1;
+    }
+    pthread_mutex_lock(&kcap_g_ring_lock);
+    int sid = kcap_eager_site_take(r, 1);
+    ksite *s = sid >= 0 ? kcap_site(r, sid) : NULL;
+    if (s) {
+        s->used = 1;
+        s->graph = 0;
+        s->shadow = 1;
+        memcpy(s->args, a, d->args_size);
+        s->sl = sl;
+        s->seq = seq;
+        s->gen++;
+        atomic_store(&s->launched, 0);
+        atomic_store(&s->pending, 1);
+        kcap_tags_text(s->tags, sizeof s->tags);
+    }
+    pthread_mutex_unlock(&kcap_g_ring_lock);
+    CUresult e = CUDA_SUCCESS;
+    if (s && s->cand_cap < need) {
+        /* the site is free: its last call has run, so its old buffers are idle */
+        CUstreamCaptureMode m = kcap_relax(cu);
+        if (s->cand)
+            cu->cuMemFree(s->cand);
+        s->cand = 0, s->cand_cap = 0;
+        e = cu->cuMemAlloc(&s->cand, need);
+        kcap_unrelax(cu, m);
+        if (e == CUDA_SUCCESS)
+            s->cand_cap = need;
+    }
+    kcmp_args ca;
+    memset(&ca, 0, sizeof ca);
+    if (s && e == CUDA_SUCCESS && cmp_tensors(lay, s->cand, off, &ca))
+        e = CUDA_ERROR_NOT_SUPPORTED;
+    if (!s || e != CUDA_SUCCESS) {
+        if (s)
+            site_release(s);
+        atomic_fetch_add(s ? &kcap_g_stats.failed_record : &kcap_g_stats.dropped_sites, 1);
+        *status_out = kcap_real(real, a, ws, wsb, stream);
+        free(lay);
+        return -1;
+    }
+    /* the candidate's args: its outputs and workspace are ours */
+    memcpy(s->cargs, a, d->args_size);
+    for (int k = 0; k < lay->nout; k++) {
+        void *p = (void *)(uintptr_t)(s->cand + off[k]);
+        memcpy(s->cargs + d->args[lay->seg_out_arg[k]].offset, &p, sizeof p);
+    }
+    /* phase 1 stages the candidate's outputs too: static segments after the fixed part */
+    s->lay = *lay;
+    for (int k = 0; k < lay->nout; k++) {
+        kseg c = lay->seg_out[k];
+        c.src = s->cand + off[k];
+        c.dst_off = s->lay.fixed_bytes;
+        s->lay.fixed_bytes += (long long)align_up((size_t)(c.nrows * c.row_bytes), 16);
+        s->lay.seg_out[lay->nout + k] = c;
+        s->lay.seg_out_arg[lay->nout + k] = lay->seg_out_arg[k];
+    }
+    s->lay.nout = 2 * lay->nout;
+    free(lay);
+    CUstream st = (CUstream)stream;
+    int status = kcap_real(real, a, ws, wsb, stream);
+    s->status = status;
+    *status_out = status;
+    if (status != KCAP_CALL_OK) { /* the library rejected it: nothing to judge */
+        site_release(s);
+        atomic_fetch_add(&kcap_g_stats.skipped_invalid, 1);
+        return -1;
+    }
+    e = cu->cuMemsetD8Async(s->cand, 0xFF, out_bytes, st);
+    void *cws = cand_wsb ? (void *)(uintptr_t)(s->cand + out_bytes) : NULL;
+    int cst = e == CUDA_SUCCESS ? cand(s->cargs, cws, cand_wsb, stream) : KCAP_CALL_OK;
+    if (e == CUDA_SUCCESS && cst != KCAP_CALL_OK) {
+        *cand_failed = 1; /* it wrote nothing of the service's: the caller switches it off */
+        site_release(s);
+        return -1;
+    }
+    ca.dev = r->cmp_dev + (CUdeviceptr)sid * sizeof(kcmp_dev);
+    ca.out = (uintptr_t)&r->cmp_out[sid];
+    ca.gen = s->gen;
+    void *params[] = {&ca};
+    if (e == CUDA_SUCCESS)
+        e = cu->cuLaunchKernel(r->cmp, (unsigned)r->nblocks, 1, 1, KCAP_CMP_THREADS, 1, 1, 0, st,
+                               params, NULL);
+    CUdeviceptr cond = ca.dev + offsetof(kcmp_dev, cond);
+    if (e == CUDA_SUCCESS)
+        e = kcap_stage_launch(r, s, sid, 0, 1, cond, st);
+    if (e == CUDA_SUCCESS)
+        e = kcap_stage_launch(r, s, sid, 1, 1, 0, st);
+    if (e == CUDA_SUCCESS)
+        e = cu->cuEventRecord(s->done, st);
+    int ours = e != CUDA_SUCCESS && atomic_exchange(&s->pending, 0);
+    atomic_store(&s->launched, 1);
+    if (e != CUDA_SUCCESS) {
+        atomic_fetch_add(&kcap_g_stats.failed_record, 1);
+        kcap_log_once(&g_log_launch, KCAP_LOG_WARN, "shadow mode: launching the compare or "
+                      "staging failed: %s", kcap_cu_errstr(cu, e));
+        return ours ? -1 : 0;
+    }
+    return 0;
+}

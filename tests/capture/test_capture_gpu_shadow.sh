@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# test_capture_gpu_shadow.sh — shadow mode on the GPU (make test-gpu): the torch + ctypes
+# client on libverify_attn.so, zero-stall mode, eager calls. The candidate runs on the call's
+# stream into kcap's buffers and the compare kernel judges it; only divergent calls are
+# staged. Checked: the CUDA build with a planted bug (one element, -DVATTN_PERTURB) is caught
+# on every call with that element located, the client's outputs are byte-identical with and
+# without shadow mode, the snapshots hold both output sets and replay to the same verdicts
+# offline; the production library as candidate gives 0 divergences and nothing staged; a
+# candidate returning errors is switched off; `kcap shadow PID` swaps a live client from the
+# bad build to the good one and the divergences stop, without restarting it.
+. "$(dirname "$0")/lib.sh"
+PERT=$ROOT/$B/tests/libverify_attn_perturbed.so
+ERRLIB=$ROOT/$B/tests/libvattn_stub_abi2.so
+need_gpu_client "$PERT" "$ERRLIB"
+SHAPE=4,16,4,700 # bs, heads, q_len, prefix
+
+# 1. the planted bug, caught on every call
+mkdir -p "$T/ref" "$T/sh"
+$C --mode eager --shape $SHAPE -n 6 --seed 7 --dump "$T/ref" >/dev/null || fail "client without libkcap"
+with_kcap KCAP_DIR="$T/p" KCAP_SHADOW="$PERT" -- $C --mode eager --shape $SHAPE -n 6 --seed 7 \
+    --dump "$T/sh" >/dev/null 2>"$T/p.err" || { cat "$T/p.err"; fail "client under shadow mode"; }
+same_outputs "$T/ref" "$T/sh" && ok "client outputs byte-identical under GPU shadow mode" ||
+    fail "shadow mode changed the client's outputs"
+[ "$(count_h5 "$T/p")" = 4 ] && grep -q "shadow_not_kept=2" "$T/p.err" &&
+    ok "perturbed CUDA candidate: 6 of 6 calls divergent, 4 staged and kept (KCAP_SHADOW_PER_SHAPE default), 2 capped" ||
+    { cat "$T/p.err"; ls -a "$T/p"; fail "divergent snapshots: $(count_h5 "$T/p") of 4"; }
+kcap_check "$T/p" && ok "kcap check of the GPU shadow snapshots" || fail "kcap check"
+PYTHONPATH=$ROOT/python "$GPY" - "$T/p" <<'PY' && ok "each: candidate o differs from production o in exactly the planted element (request 3, token 0, head 15, channel 77), lse bitwise" || fail "candidate outputs"
+import glob, json, sys
+import numpy as np
+import kcap
+d = sys.argv[1]
+for f in sorted(glob.glob(d + "/*.h5")):
+    s = kcap.load(f)
+    assert set(s.candidate) == set(s.outputs) == {"o", "lse"}, (f, list(s.candidate))
+    o, c = s.outputs["o"], s.candidate["o"]
+    diff = np.argwhere(c.view(np.uint16) != o.view(np.uint16))
+    T = o.shape[0]
+    assert diff.tolist() == [[T - 4, 15, 77]], (f, diff.tolist())  # q_len 4: last request's token 0
+    assert np.array_equal(s.candidate["lse"].view(np.uint32), s.outputs["lse"].view(np.uint32)), f
+j = json.load(open(glob.glob(d + "/shadow-*.json")[0]))
+assert j["compared"] == 6 and j["divergent"] == 6 and j["kept"] == 4 and j["capped"] == 2, j
+assert j["candidate"]["on"] and j["shapes"][0]["kept"] == 4, j
+assert "request 3, token 0, head 15, channel 77" in j["worst_where"], j["worst_where"]
+assert abs(j["worst_abs"] - 0.5) < 0.1, j["worst_abs"]
+PY
+"$KCAP" replay "$T/p" --kernel "$CUDALIB" >"$T/rp.out" 2>&1 && [ "$(grep -c bitwise "$T/rp.out")" -ge 4 ] &&
+    ok "replay on the production library: bitwise against the captured production output" ||
+    { cat "$T/rp.out"; fail "replay production"; }
+"$KCAP" replay "$T/p" --kernel "$PERT" --ref none >/dev/null 2>&1
+[ $? = 1 ] && ok "replay on the candidate: the same verdict offline (fails)" || fail "replay candidate"
+
+# 2. the production library as candidate: judged on the device, nothing staged
+with_kcap KCAP_DIR="$T/same" KCAP_SHADOW="$CUDALIB" -- $C --mode eager --shape $SHAPE -n 6 --seed 7 \
+    >/dev/null 2>"$T/same.err" || { cat "$T/same.err"; fail "client, same-library candidate"; }
+"$GPY" -c 'import glob,json,sys; j=json.load(open(glob.glob(sys.argv[1]+"/shadow-*.json")[0])); sys.exit(0 if j["compared"]==6 and j["divergent"]==0 else 1)' "$T/same" &&
+    [ "$(count_h5 "$T/same")" = 0 ] && grep -q "shadow_not_kept=6" "$T/same.err" &&
+    ok "the production library as candidate: 6 compared on the GPU, 0 divergent, nothing kept" ||
+    { cat "$T/same.err" "$T"/same/shadow-*.json; fail "same-library candidate"; }
+
+# 3. a candidate returning errors: off with one line, the client unaffected
+with_kcap KCAP_DIR="$T/err" KCAP_SHADOW="$ERRLIB" -- $C --mode eager --shape $SHAPE -n 4 --seed 7 \
+    >/dev/null 2>"$T/err.err"; rc=$?
+[ $rc = 0 ] && [ "$(grep -c 'shadow mode off' "$T/err.err")" = 1 ] &&
+    "$GPY" -c 'import glob,json,sys; j=json.load(open(glob.glob(sys.argv[1]+"/shadow-*.json")[0])); sys.exit(0 if not j["candidate"]["on"] and j["compared"]==0 else 1)' "$T/err" &&
+    ok "a candidate returning errors: switched off with one log line, client exit 0" ||
+    { cat "$T/err.err"; fail "failing candidate (client exit $rc)"; }
+
+# 4. live: the bad build caught, `kcap shadow PID` swaps to the good one, divergences stop
+env KCAP_DIR="$T/live" KCAP_SHADOW="$PERT" KCAP_SHADOW_PER_SHAPE=1000 LD_PRELOAD="$PRELOAD" \
+    $C --mode loop --shape $SHAPE --seed 9 --until "$T/stop" >"$T/loop.out" 2>"$T/loop.err" &
+pid=$!
+for _ in $(seq 200); do [ "$(count_h5 "$T/live")" -ge 3 ] && break; sleep 0.1; done
+[ "$(count_h5 "$T/live")" -ge 3 ] && ok "live: planted bug caught ($(count_h5 "$T/live") divergent calls kept)" ||
+    { cat "$T/loop.err"; fail "live: no divergences"; }
+"$KCAP" shadow $pid "$CUDALIB" >"$T/swap.out" 2>&1 && grep -q "passes the snapshots" "$T/swap.out" &&
+    ok "live swap to the good build: replay gate passed, armed" || { cat "$T/swap.out"; fail "swap"; }
+sleep 1.5
+"$KCAP" shadow $pid --status >"$T/status.out" 2>&1
+grep -q " divergent=0 " "$T/status.out" && grep -q "compared=[1-9]" "$T/status.out" &&
+    ok "after the swap: $(grep -o 'compared=[0-9]*' "$T/status.out") calls compared, 0 divergent" ||
+    { cat "$T/status.out"; fail "divergences after the swap"; }
+touch "$T/stop"
+wait $pid
+rc=$?
+[ $rc = 0 ] && grep -q " 0 failed" "$T/loop.out" && ok "the live client ran through the swap unaffected (exit 0, every call ok)" ||
+    { cat "$T/loop.out" "$T/loop.err"; fail "live client exit $rc"; }
+finish

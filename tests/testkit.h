@@ -76,6 +76,9 @@ static inline uint64_t tk_next(tk_rng *s)
     *s ^= *s >> 27;
     return *s * TK_RNG_MULT;
 }
+/* A state from a small seed (0, 1, 2, ...): neighbouring seeds start far apart (a Weyl step),
+ * not at states that share most of their bits (the first draws would be alike). */
+static inline tk_rng tk_seed(uint64_t seed) { return seed * 0x9E3779B97F4A7C15ull + 1; }
 static inline int tk_int(tk_rng *s, int n) { return (int)(tk_next(s) % (uint64_t)n); } /* [0, n) */
 static inline int64_t tk_range(tk_rng *s, int64_t lo, int64_t hi) /* [lo, hi] */
 {
@@ -103,11 +106,8 @@ static inline void tk_shuffle(tk_rng *s, int64_t *perm, int64_t n)
     }
 }
 
-/* The plain xorshift64 step (13, 7, 17): kept only for streams whose draws are pinned
- * elsewhere, so they cannot move to tk_next: the formats fixtures (tests/formats/test_cli.sh
- * reads kv_rows=22 of tool_mksnap's call, which depends on every draw of tu_vattn_make),
- * capture_client (test_capture_select.sh relies on its seed-21 call sizes) and fuzz_reseal
- * (a seed replays the mutations it always made). */
+/* The plain xorshift64 step (13, 7, 17): kept only for fuzz_reseal, whose seed (-s) must
+ * replay the mutations it always made; every other stream is tk_next's. */
 static inline uint64_t tk_next_xs(tk_rng *s)
 {
     *s ^= *s << 13;

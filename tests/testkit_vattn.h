@@ -1,12 +1,14 @@
 /*
  * testkit_vattn.h — the test kit's random vattn_verify call (tests/testkit.h has the checks and
  * the generator): a case (tk_vcase, written as a designated initializer) gives bs, q_len, heads,
- * the prefix range, the visibility mode, index width, dtype, strides and gaps; tk_vcall_build
- * draws the rest (ragged prefixes, a shuffled slot pool, values) and lays the call out so that
- * a read of anything the call does not own, or a write outside its outputs, shows: input gaps
- * and unused pool rows hold NaN, o / lse sit between guard bytes. Also the data random values
- * miss (Q = 0, a hidden NaN/Inf key). One builder, so each kernel test (CPU and its extend
- * form, the validation tables) judges the same calls. Header-only, static.
+ * the prefix range, the visibility mode, index width, dtype, strides and gaps, or a fixed shape
+ * (prefixes, pool size, slot ids that repeat); tk_vcall_build draws the rest (ragged prefixes,
+ * a shuffled slot pool, values) and lays the call out so that a read of anything the call does
+ * not own, or a write outside its outputs, shows: input gaps and unused pool rows hold NaN, o /
+ * lse sit between guard bytes. Also the data random values miss (Q = 0, a hidden NaN/Inf key)
+ * and the same call in the extend convention (tk_vext_build). One builder, so the kernel tests,
+ * the formats tests and tools, the capture client and kcap_gen_snap all make their calls the
+ * same way (and a fix to it reaches every one). Header-only, static.
  */
 #ifndef KCAP_TESTKIT_VATTN_H
 #define KCAP_TESTKIT_VATTN_H
@@ -56,6 +58,9 @@ typedef struct tk_vcase {
     int share_prefix;        /* requests b > 0 reuse request 0's prefix slots, as a radix cache */
     int pass_max_kv;         /* max_kv_len = the longest kv, else 0 (unknown) */
     tk_vattn_val_fn val;     /* Q and K entries, else tk_vattn_unit_val */
+    /* slot ids drawn with replacement (tk_vattn_dup_indices): ids repeat, as shared prefixes
+     * make them, and num_slots may be below the keys used (the formats tests' calls) */
+    int dup_slots;
 } tk_vcase;
 
 /* TK_SP_ZERO_Q: Q = 0 and the rope columns of K = 0 (V is K's first 512 columns: K itself cannot
@@ -102,12 +107,18 @@ static inline void tk_vattn_special_data(const vattn_args *a, const int32_t *ind
 /* A value of the dtype uniform in [-1, 1): the random call's default Q and K entries. */
 static inline uint16_t tk_vattn_unit_val(tk_rng *r, int fp16) { return tk_enc_trunc(tk_unit(r) * 2.0 - 1.0, fp16); }
 
-/* The slots of `used` keys: perm (num_slots entries) becomes a random permutation of the pool
- * and its first `used` entries the returned kv_indices (int64 when idx64, else int32). */
-static inline void *tk_vattn_indices(tk_rng *r, int idx64, int64_t used, int64_t num_slots, int64_t *perm)
+/* Uniform in [-1, 1) but never 0 nor tiny (|v| >= TK_VATTN_MIN_ABS): no score is trivially 0,
+ * and a copy that lost the data (zeros) cannot pass for it. */
+#define TK_VATTN_MIN_ABS (1.0 / 64)
+static inline uint16_t tk_vattn_nonzero_val(tk_rng *r, int fp16)
 {
-    tk_shuffle(r, perm, num_slots);
-    void *ix = malloc(used ? (size_t)used * (idx64 ? 8 : 4) : 8);
+    return tk_enc_trunc(tk_nonzero(r, TK_VATTN_MIN_ABS), fp16);
+}
+
+/* perm[0 .. used) as kv_indices (int64 when idx64, else int32) */
+static inline void *tk_vattn_index_array(int idx64, const int64_t *perm, int64_t used)
+{
+    void *ix = malloc(used > 0 ? (size_t)used * (idx64 ? 8 : 4) : 8);
     for (int64_t i = 0; i < used; i++) {
         if (idx64)
             ((int64_t *)ix)[i] = perm[i];
@@ -115,6 +126,25 @@ static inline void *tk_vattn_indices(tk_rng *r, int idx64, int64_t used, int64_t
             ((int32_t *)ix)[i] = (int32_t)perm[i];
     }
     return ix;
+}
+
+/* The slots of `used` keys: perm (num_slots entries) becomes a random permutation of the pool
+ * and its first `used` entries the returned kv_indices (int64 when idx64, else int32). */
+static inline void *tk_vattn_indices(tk_rng *r, int idx64, int64_t used, int64_t num_slots, int64_t *perm)
+{
+    tk_shuffle(r, perm, num_slots);
+    return tk_vattn_index_array(idx64, perm, used);
+}
+
+/* Slot ids that repeat: perm[0 .. used) drawn with replacement from the first
+ * half of the pool (all of a pool under 4 rows), so some ids come twice even in a small call
+ * and a larger pool keeps rows nobody references; returned as kv_indices. */
+static inline void *tk_vattn_dup_indices(tk_rng *r, int idx64, int64_t used, int64_t num_slots, int64_t *perm)
+{
+    const int64_t range = num_slots < 4 ? num_slots : num_slots / 2;
+    for (int64_t i = 0; i < used; i++)
+        perm[i] = tk_range(r, 0, range - 1);
+    return tk_vattn_index_array(idx64, perm, used);
 }
 
 /* The pool of a (num_slots rows of kv_stride): NaN everywhere but the QK channels of the rows
@@ -161,10 +191,10 @@ typedef struct tk_vcall {
     size_t ws_bytes;
 } tk_vcall;
 
-/* Builds case c with draws from r: ragged prefixes, a shuffled pool 1.5x the keys used, both
- * index widths, strided q / o with NaN in every gap and unused pool row, the explicit
- * [bs][q_len][q_len] visibility matrix in B->vis whatever c->vis (a->visibility is NULL only
- * for TK_VIS_CAUSAL_NULL), o / lse between guard bytes. */
+/* Builds case c with draws from r: ragged prefixes, a shuffled pool 1.5x the keys used (or slot
+ * ids that repeat, c->dup_slots), both index widths, strided q / o with NaN in every gap and
+ * unused pool row, the explicit [bs][q_len][q_len] visibility matrix in B->vis whatever c->vis
+ * (a->visibility is NULL only for TK_VIS_CAUSAL_NULL), o / lse between guard bytes. */
 static inline void tk_vcall_build(const tk_vcase *c, tk_rng *r, tk_vcall *B)
 {
     memset(B, 0, sizeof *B);
@@ -198,8 +228,10 @@ static inline void tk_vcall_build(const tk_vcase *c, tk_rng *r, tk_vcall *B)
     for (int b = 0; b < c->bs && c->pass_max_kv; b++)
         if (B->indptr[b + 1] - B->indptr[b] > a->max_kv_len)
             a->max_kv_len = B->indptr[b + 1] - B->indptr[b];
-    int64_t *perm = malloc(sizeof(int64_t) * num_slots);
-    B->indices = tk_vattn_indices(r, c->idx64, total, num_slots, perm);
+    /* a permutation of the pool, or (dup_slots) one id per key, which may outnumber the pool */
+    int64_t *perm = malloc(sizeof(int64_t) * (num_slots > total ? num_slots : total));
+    B->indices = c->dup_slots ? tk_vattn_dup_indices(r, c->idx64, total, num_slots, perm)
+                              : tk_vattn_indices(r, c->idx64, total, num_slots, perm);
     const int64_t prefix0 = B->indptr[1] - c->q_len;
     for (int b = 1; b < c->bs && c->share_prefix; b++)
         for (int64_t pos = 0; pos < B->indptr[b + 1] - B->indptr[b] - c->q_len && pos < prefix0; pos++) {
@@ -295,6 +327,124 @@ static inline void tk_vcall_poison(tk_vcall *B)
     uint32_t nanbits = 0x7fc00123u;
     for (size_t i = 0; i < B->lse_elems; i++)
         memcpy(&B->lse[i], &nanbits, 4);
+}
+
+/* ---- the same call in the extend convention (vattn_extend_args, SGLang's target verify) ----
+ * The draft tokens' cache rows move from their pool slots into k_extend (with a row gap of
+ * NaN), kv_indptr / kv_indices keep only the prefix, qo_indptr = b * q_len, and the visibility
+ * matrix becomes SGLang's flattened custom_mask whose PREFIX columns hold random garbage (zeros
+ * among it) and whose requests are separated by garbage bytes: only the draft columns at
+ * mask_indptr[b] + i * kv_len + prefix + j may be read. The pool copy has every draft row
+ * overwritten with NaN, so an extend call that reads a draft key from the pool (or a mask byte
+ * it should not) cannot match the verify call, which must be bitwise equal. The draft slots
+ * must be distinct from every prefix slot (not c->dup_slots). */
+#define TK_VEXT_MASK_PAD 3 /* garbage bytes between two requests' mask rows */
+
+typedef struct tk_vext {
+    vattn_extend_args e; /* host pointers (q, o, lse: the verify call's own) */
+    uint16_t *kext, *kv; /* k_extend [T][kext_stride]; the pool copy, draft rows NaN */
+    int32_t *qo, *indptr;
+    void *indices;
+    uint8_t *mask; /* NULL when the verify call is causal with visibility NULL */
+    int64_t *mask_indptr;
+    size_t kext_elems, kv_elems, mask_bytes, idx_bytes;
+} tk_vext;
+
+/* r: the garbage draws; a: the verify call (host pointers, strides, sizes); indptr / indices /
+ * kv: its host arrays (kv_elems elements in the pool); vis: the explicit [bs][q_len][q_len]
+ * matrix (read only when a->visibility is set). kext_gap: extra elements between k_extend rows. */
+static inline void tk_vext_build(tk_rng *r, const vattn_args *a, const int32_t *indptr, const void *indices,
+                                 const uint8_t *vis, const uint16_t *kv, size_t kv_elems, int kext_gap, tk_vext *X)
+{
+    const int bs = a->bs, ql = a->q_len, fp16 = a->dtype == VATTN_DTYPE_FP16;
+    const int isz = a->index_type == VATTN_INDEX_INT64 ? 8 : 4;
+    const uint16_t nan_in = fp16 ? POISON_F16 : POISON_BF16;
+    const int64_t T = (int64_t)bs * ql;
+    memset(X, 0, sizeof *X);
+    vattn_extend_args *e = &X->e;
+    e->struct_size = sizeof *e;
+    e->dtype = a->dtype;
+    e->index_type = a->index_type;
+    e->bs = bs;
+    e->q_len = ql;
+    e->num_heads = a->num_heads;
+    e->num_slots = a->num_slots;
+    e->max_kv_len = a->max_kv_len;
+    e->sm_scale = a->sm_scale;
+    e->q = a->q;
+    e->q_stride_t = a->q_stride_t;
+    e->q_stride_h = a->q_stride_h;
+    e->kv_stride = a->kv_stride;
+    e->o = a->o;
+    e->o_stride_t = a->o_stride_t;
+    e->o_stride_h = a->o_stride_h;
+    e->lse = a->lse;
+    e->k_extend_stride = QK + kext_gap;
+
+    X->qo = malloc(sizeof(int32_t) * (bs + 1));
+    X->indptr = malloc(sizeof(int32_t) * (bs + 1));
+    X->mask_indptr = malloc(sizeof(int64_t) * (bs + 1));
+    X->indptr[0] = 0;
+    X->mask_indptr[0] = tk_int(r, TK_VEXT_MASK_PAD + 1); /* need not start at 0 */
+    for (int b = 0; b < bs; b++) {
+        const int64_t prefix = indptr[b + 1] - indptr[b] - ql;
+        X->qo[b] = b * ql;
+        X->indptr[b + 1] = X->indptr[b] + (int32_t)prefix;
+        X->mask_indptr[b + 1] = X->mask_indptr[b] + (int64_t)ql * (prefix + ql) + tk_int(r, TK_VEXT_MASK_PAD + 1);
+    }
+    X->qo[bs] = bs * ql;
+    X->idx_bytes = (size_t)X->indptr[bs] * isz;
+    X->indices = malloc(X->idx_bytes ? X->idx_bytes : 8);
+    X->kext_elems = (size_t)T * e->k_extend_stride;
+    X->kext = malloc(X->kext_elems * 2);
+    for (size_t i = 0; i < X->kext_elems; i++)
+        X->kext[i] = nan_in;
+    X->kv_elems = kv_elems;
+    X->kv = malloc(kv_elems * 2);
+    memcpy(X->kv, kv, kv_elems * 2);
+    for (int b = 0; b < bs; b++) {
+        const int64_t st = indptr[b], prefix = indptr[b + 1] - st - ql;
+        memcpy((char *)X->indices + (size_t)X->indptr[b] * isz, (const char *)indices + (size_t)st * isz,
+               (size_t)prefix * isz);
+        for (int d = 0; d < ql; d++) {
+            const int64_t pos = st + prefix + d;
+            const int64_t slot = isz == 8 ? ((const int64_t *)indices)[pos] : ((const int32_t *)indices)[pos];
+            memcpy(X->kext + ((int64_t)b * ql + d) * e->k_extend_stride, kv + slot * a->kv_stride, QK * 2);
+            for (int c = 0; c < QK; c++)
+                X->kv[slot * a->kv_stride + c] = nan_in;
+        }
+    }
+    if (a->visibility) {
+        X->mask_bytes = (size_t)X->mask_indptr[bs] + TK_VEXT_MASK_PAD;
+        X->mask = malloc(X->mask_bytes);
+        for (size_t i = 0; i < X->mask_bytes; i++) /* garbage: half zeros, the rest anything */
+            X->mask[i] = tk_int(r, 2) ? 0 : (uint8_t)tk_next(r);
+        for (int b = 0; b < bs; b++) {
+            const int64_t prefix = X->indptr[b + 1] - X->indptr[b], kv_len = prefix + ql;
+            for (int i = 0; i < ql; i++)
+                for (int j = 0; j < ql; j++)
+                    X->mask[X->mask_indptr[b] + i * kv_len + prefix + j] = vis[((size_t)b * ql + i) * ql + j];
+        }
+    }
+    e->k_extend = X->kext;
+    e->kv_cache = X->kv;
+    e->qo_indptr = X->qo;
+    e->kv_indptr = X->indptr;
+    e->kv_indices = X->indices;
+    e->custom_mask = X->mask;
+    e->mask_indptr = X->mask ? X->mask_indptr : NULL;
+}
+
+/* Frees what tk_vext_build allocated (q, o and lse are the verify call's). */
+static inline void tk_vext_free(tk_vext *X)
+{
+    free(X->kext);
+    free(X->kv);
+    free(X->qo);
+    free(X->indptr);
+    free(X->indices);
+    free(X->mask);
+    free(X->mask_indptr);
 }
 
 #endif /* KCAP_TESTKIT_VATTN_H */

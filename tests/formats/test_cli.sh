@@ -18,7 +18,7 @@ for c in info check ls; do
 done
 
 out=$("$KCAP" info "$T/snaps/a.h5") || fail "kcap info exit"
-for w in "vattn_verify" "seq 9" "2026-03-01T09:00:00.000Z" "kv_cache" "bfloat16" "[22,576]" "ratio" "total" "rank 3"; do
+for w in "vattn_verify" "seq 9" "2026-03-01T09:00:00.000Z" "kv_cache" "bfloat16" "[23,576]" "ratio" "total" "rank 3"; do
     grep -qF -- "$w" <<<"$out" || fail "kcap info lacks '$w'"
 done
 "$KCAP" info --json "$T/snaps/a.h5" > "$T/a.json" || fail "info --json exit"
@@ -33,7 +33,7 @@ assert j["schema_version"] == 1 and j["kcap_version"], j  # like replay's and di
 assert j["written_by_kcap_version"] and j["tags"] == "", j
 assert j["call"] == "vattn_verify" and j["seq"] == 9 and j["rank"] == 3, j
 t = {x["name"]: x for x in j["tensors"]}
-assert t["kv_cache"]["shape"] == [22, 576] and t["kv_cache"]["dtype"] == "bfloat16"
+assert t["kv_cache"]["shape"] == [23, 576] and t["kv_cache"]["dtype"] == "bfloat16"
 assert t["q"]["strides"] == [8 * 600 + 40, 600, 1], t["q"]
 assert j["raw_bytes"] == sum(x["raw_bytes"] for x in j["tensors"]) and j["ratio"] > 1
 assert j["scalars"]["sm_scale"] == 0.0625
@@ -55,7 +55,7 @@ out=$("$KCAP" ls "$T/snaps") || fail "ls exit"
 echo "$out"
 order=$(echo "$out" | tail -n +2 | awk '{print $2}' | tr '\n' ' ')
 [ "$order" = "9 2 5 " ] || fail "ls order by time then seq: got '$order'"
-echo "$out" | grep -q "bs=3 q_len=4 H=8 kv_rows=22" || fail "ls shape summary"
+echo "$out" | grep -q "bs=3 q_len=4 H=8 kv_rows=23" || fail "ls shape summary"
 [ "$("$KCAP" ls -r "$T/snaps" | tail -n +2 | wc -l)" -eq 4 ] || fail "ls -r"
 "$KCAP" ls tests/formats/corpus >/dev/null 2>&1; [ $? -eq 1 ] || fail "ls with bad files exits 1"
 
@@ -140,7 +140,7 @@ needs dump --tensor "$G"; needs export --to "$G"; needs export -o "$G" --to npz
 "$KCAP" check -q tests/formats/corpus > "$T/out"; rc=$?
 [ $rc -eq 1 ] && ! grep -q '^OK ' "$T/out" && [ "$(grep -c '^BAD ' "$T/out")" -eq "$nbad" ] &&
     tail -1 "$T/out" | grep -qx "$nbad of $((nbad + nok)) snapshot files bad" || fail "check -q of the corpus: $(tail -2 "$T/out")"
-[ "$("$KCAP" check -v "$T/snaps" | grep -c 'vattn_verify bs=3 q_len=4 H=8 kv_rows=22')" -eq 4 ] || fail "check -v detail"
+[ "$("$KCAP" check -v "$T/snaps" | grep -c 'vattn_verify bs=3 q_len=4 H=8 kv_rows=23')" -eq 4 ] || fail "check -v detail"
 "$KCAP" ls -q "$T/snaps" | grep -qx "3 snapshots, [0-9.]* KiB" || fail "ls -q: $("$KCAP" ls -q "$T/snaps")"
 [ "$("$KCAP" ls -v "$T/snaps" | grep -c ' host .* pid .* device .* lib ')" -eq 3 ] || fail "ls -v detail"
 [ -z "$("$KCAP" info -q "$T/snaps/a.h5")" ] || fail "info -q prints"

@@ -76,10 +76,12 @@ static void no_replace(const kcap_snapshot *s, const char *file, const char *dir
     close(dfd);
 }
 
-static kcap_snapshot *small_snap(uint64_t seed, tu_vattn *v)
+static kcap_snapshot *small_snap(uint64_t seed, tk_vcall *v)
 {
+    static const tk_vcase c = {.bs = 2, .q_len = 3, .heads = 4, .num_slots = 100, .idx64 = 1,
+                               .vis = TK_VIS_RANDOM, TU_VCASE, TU_VCASE_PADDED};
     kcap_error err = {0};
-    tu_vattn_make(v, 2, 3, 4, 100, 0, VATTN_INDEX_INT64, 1, 1, 1, seed);
+    tu_vcall(&c, seed, v);
     return tu_vattn_snapshot(v, &err);
 }
 
@@ -90,7 +92,7 @@ typedef struct {
 static void *worker(void *arg)
 {
     thr *t = arg;
-    tu_vattn v;
+    tk_vcall v;
     kcap_snapshot *s = small_snap((uint64_t)t->id, &v);
     kcap_error err = {0};
     kcap_writer *w = kcap_writer_create(&(kcap_writer_opts){.threads = 2, .chunk_bytes = 8192,
@@ -110,13 +112,13 @@ static void *worker(void *arg)
     }
     kcap_writer_free(w);
     kcap_snapshot_free(s);
-    tu_vattn_free(&v);
+    tk_vcall_free(&v);
     return NULL;
 }
 
 int main(void)
 {
-    tu_vattn v;
+    tk_vcall v;
     kcap_error err = {0};
     kcap_snapshot *s = small_snap(1, &v);
     TK_CHECK(s != NULL, "snapshot");
@@ -205,6 +207,6 @@ int main(void)
     }
     TK_CHECK(count_entries(tu_path("thr")) == 24, "24 snapshots from 4 threads");
     kcap_snapshot_free(s);
-    tu_vattn_free(&v);
+    tk_vcall_free(&v);
     return tk_summary("test_files");
 }

@@ -1,5 +1,5 @@
 /*
- * test_roundtrip.c — record a hand-built vattn call (strided q/o, padded KV pool with
+ * test_roundtrip.c — record the test kit's vattn call (strided q/o, padded KV pool with
  * duplicate slots, int32/int64 indices, optional tensors present/absent) -> write -> read
  * -> compare every byte, then rebuild in ORIGINAL / REMAP / AUTO pool modes and check the
  * rebuilt memory: values at the original strides, gaps and outputs poisoned, remapped
@@ -12,22 +12,21 @@
 #include <string.h>
 
 typedef struct {
-    int bs, q_len, H;
-    int64_t slots;
-    int index_type, vis, lse, padded;
+    tk_vcase c; /* each is run in bf16 and in fp16 */
     size_t chunk;
 } tcase;
 
-/* vis, lse, padded left out: 0 (none / not padded); chunk 0: the writer's default */
+/* the kit's calls (vis left out: causal, visibility NULL; lse present unless no_lse; views
+ * dense unless TU_VCASE_PADDED); chunk 0: the writer's default. Slot ids repeat in every case
+ * (TU_VCASE), and the 3-slot pool may hold fewer rows than the call has keys. */
 static const tcase cases[] = {
-    {.bs = 2, .q_len = 3, .H = 4, .slots = 64, .index_type = VATTN_INDEX_INT64, .vis = 1, .lse = 1,
-     .padded = 1, .chunk = 64 << 10},
-    {.bs = 3, .q_len = 4, .H = 2, .slots = 50, .index_type = VATTN_INDEX_INT32, .padded = 1,
-     .chunk = 16 << 10},
-    {.bs = 1, .q_len = 1, .H = 1, .slots = 3, .index_type = VATTN_INDEX_INT64, .lse = 1, .chunk = 4 << 10},
-    {.bs = 4, .q_len = 8, .H = 16, .slots = 300, .index_type = VATTN_INDEX_INT32, .vis = 1, .chunk = 0},
-    {.bs = 5, .q_len = 7, .H = 3, .slots = 1000, .index_type = VATTN_INDEX_INT64, .vis = 1, .lse = 1,
-     .padded = 1, .chunk = 8 << 10},
+    {{.bs = 2, .q_len = 3, .heads = 4, .num_slots = 64, .idx64 = 1, .vis = TK_VIS_RANDOM, TU_VCASE, TU_VCASE_PADDED},
+     .chunk = 64 << 10},
+    {{.bs = 3, .q_len = 4, .heads = 2, .num_slots = 50, .no_lse = 1, TU_VCASE, TU_VCASE_PADDED}, .chunk = 16 << 10},
+    {{.bs = 1, .q_len = 1, .heads = 1, .num_slots = 3, .idx64 = 1, TU_VCASE}, .chunk = 4 << 10},
+    {{.bs = 4, .q_len = 8, .heads = 16, .num_slots = 300, .vis = TK_VIS_RANDOM, .no_lse = 1, TU_VCASE}, .chunk = 0},
+    {{.bs = 5, .q_len = 7, .heads = 3, .num_slots = 1000, .idx64 = 1, .vis = TK_VIS_RANDOM, TU_VCASE, TU_VCASE_PADDED},
+     .chunk = 8 << 10},
 };
 
 #define QK_ROW_BYTES (QK * 2) /* one bf16 q or kv row */
@@ -36,6 +35,13 @@ static const tcase cases[] = {
 static int64_t idx_at(const vattn_args *a, const void *ind, int64_t i)
 {
     return a->index_type == VATTN_INDEX_INT32 ? ((const int32_t *)ind)[i] : ((const int64_t *)ind)[i];
+}
+
+/* bytes from a strided [T][H][row] view's first element to past its last: what the rebuilt
+ * copy holds (the kit's buffers also have the gap after the last token) */
+static size_t view_bytes(int64_t T, int64_t H, int64_t stride_t, int64_t stride_h, int64_t row)
+{
+    return (size_t)((T - 1) * stride_t + (H - 1) * stride_h + row) * 2;
 }
 
 static void compare_snap(const kcap_snapshot *a, const kcap_snapshot *b, const char *what)
@@ -74,9 +80,10 @@ static void compare_snap(const kcap_snapshot *a, const kcap_snapshot *b, const c
              "%s: metadata differs", what);
 }
 
-static void check_recorded(const tu_vattn *v, const kcap_snapshot *s)
+static void check_recorded(const tk_vcall *v, const kcap_snapshot *s)
 {
     const vattn_args *a = &v->a;
+    const int64_t nnz = v->indptr[a->bs];
     const kcap_tensor *q = kcap_snapshot_tensor(s, "q", KCAP_DIR_IN);
     const kcap_tensor *kv = kcap_snapshot_tensor(s, "kv_cache", KCAP_DIR_IN);
     TK_CHECK(q && kv, "q/kv recorded");
@@ -89,15 +96,15 @@ static void check_recorded(const tu_vattn *v, const kcap_snapshot *s)
             bad += memcmp((uint16_t *)q->data + ((size_t)t * a->num_heads + h) * 576,
                           (uint16_t *)v->q + t * a->q_stride_t + h * a->q_stride_h, QK_ROW_BYTES) != 0;
     TK_CHECK(!bad, "q gathered from its strided view (%d rows differ)", bad);
-    TK_CHECK(kv->shape[0] == v->nnz && kv->has_strides && kv->strides[0] == a->kv_stride,
+    TK_CHECK(kv->shape[0] == nnz && kv->has_strides && kv->strides[0] == a->kv_stride,
              "kv_cache [%lld] rows stride %lld", (long long)kv->shape[0], (long long)kv->strides[0]);
     bad = 0;
-    for (int64_t i = 0; i < v->nnz; i++)
+    for (int64_t i = 0; i < nnz; i++)
         bad += memcmp((uint16_t *)kv->data + i * 576,
                       (uint16_t *)v->kv + idx_at(a, v->indices, i) * a->kv_stride, QK_ROW_BYTES) != 0;
     TK_CHECK(!bad, "kv rows gathered in index order (%d differ)", bad);
-    TK_CHECK(!kcap_snapshot_tensor(s, "visibility", KCAP_DIR_IN) == !v->vis, "visibility presence");
-    TK_CHECK(!kcap_snapshot_tensor(s, "lse", KCAP_DIR_OUT) == !v->lse, "lse presence");
+    TK_CHECK(!kcap_snapshot_tensor(s, "visibility", KCAP_DIR_IN) == !a->visibility, "visibility presence");
+    TK_CHECK(!kcap_snapshot_tensor(s, "lse", KCAP_DIR_OUT) == !a->lse, "lse presence");
 }
 
 static int all_ff(const uint8_t *p, size_t n)
@@ -108,7 +115,7 @@ static int all_ff(const uint8_t *p, size_t n)
     return 1;
 }
 
-static void check_rebuilt(const tu_vattn *v, const kcap_snapshot *s, kcap_pool_mode mode)
+static void check_rebuilt(const tk_vcall *v, const kcap_snapshot *s, kcap_pool_mode mode)
 {
     const kcap_call_desc *d = kcap_call_find("vattn_verify");
     const kcap_mem_ops *m = kcap_host_mem_ops();
@@ -120,13 +127,14 @@ static void check_rebuilt(const tu_vattn *v, const kcap_snapshot *s, kcap_pool_m
         return;
     const vattn_args *a = &v->a, *b = r.args;
     int T = a->bs * a->q_len, H = a->num_heads;
+    const int64_t nnz = v->indptr[a->bs];
     TK_CHECK(b->struct_size == sizeof(vattn_args) && b->reserved0 == 0, "struct_size %u", b->struct_size);
     TK_CHECK(b->bs == a->bs && b->q_len == a->q_len && b->num_heads == H && b->sm_scale == a->sm_scale &&
               b->q_stride_t == a->q_stride_t && b->kv_stride == a->kv_stride &&
               b->o_stride_h == a->o_stride_h && b->dtype == a->dtype && b->index_type == a->index_type,
              "scalars restored");
     /* q: values at the original strides, gaps poisoned */
-    size_t qspan = v->q_bytes;
+    size_t qspan = view_bytes(T, H, a->q_stride_t, a->q_stride_h, QK);
     uint8_t *mask = calloc(1, qspan);
     int bad = 0;
     for (int t = 0; t < T; t++)
@@ -149,13 +157,13 @@ static void check_rebuilt(const tu_vattn *v, const kcap_snapshot *s, kcap_pool_m
                    (mode == KCAP_POOL_AUTO && (size_t)a->num_slots * a->kv_stride * 2 > (1 << 20));
     TK_CHECK(r.pool_remapped == remapped, "pool_remapped %d want %d", r.pool_remapped, remapped);
     bad = 0;
-    for (int64_t i = 0; i < v->nnz; i++) {
+    for (int64_t i = 0; i < nnz; i++) {
         int64_t old = idx_at(a, a->kv_indices, i), now = idx_at(b, b->kv_indices, i);
         bad += memcmp((const uint16_t *)b->kv_cache + now * b->kv_stride,
                       (const uint16_t *)v->kv + old * a->kv_stride, QK_ROW_BYTES) != 0;
         if (!remapped)
             bad += now != old;
-        for (int64_t j = 0; remapped && j < v->nnz; j++) { /* relative order kept */
+        for (int64_t j = 0; remapped && j < nnz; j++) { /* relative order kept */
             int64_t oj = idx_at(a, a->kv_indices, j), nj = idx_at(b, b->kv_indices, j);
             bad += (old < oj) != (now < nj) || (old == oj) != (now == nj);
         }
@@ -163,7 +171,7 @@ static void check_rebuilt(const tu_vattn *v, const kcap_snapshot *s, kcap_pool_m
     TK_CHECK(!bad, "kv pool rows / indices (%d problems, mode %d)", bad, (int)mode);
     if (remapped) {
         int64_t maxid = -1;
-        for (int64_t i = 0; i < v->nnz; i++)
+        for (int64_t i = 0; i < nnz; i++)
             if (idx_at(b, b->kv_indices, i) > maxid)
                 maxid = idx_at(b, b->kv_indices, i);
         TK_CHECK(b->num_slots == maxid + 1, "remapped num_slots %lld, max id %lld",
@@ -173,7 +181,7 @@ static void check_rebuilt(const tu_vattn *v, const kcap_snapshot *s, kcap_pool_m
         /* a slot nobody references is poisoned */
         for (int64_t sl = 0; sl < a->num_slots; sl++) {
             int used = 0;
-            for (int64_t i = 0; i < v->nnz && !used; i++)
+            for (int64_t i = 0; i < nnz && !used; i++)
                 used = idx_at(a, a->kv_indices, i) == sl;
             if (!used) {
                 TK_CHECK(all_ff((const uint8_t *)b->kv_cache + sl * a->kv_stride * 2, QK_ROW_BYTES),
@@ -182,7 +190,7 @@ static void check_rebuilt(const tu_vattn *v, const kcap_snapshot *s, kcap_pool_m
             }
         }
     }
-    TK_CHECK(all_ff(b->o, v->o_bytes), "o poisoned");
+    TK_CHECK(all_ff(b->o, view_bytes(T, H, a->o_stride_t, a->o_stride_h, DV)), "o poisoned");
     TK_CHECK(!b->lse == !a->lse && (!a->lse || all_ff((void *)b->lse, (size_t)T * H * 4)), "lse poisoned");
     /* fetch_output: write a pattern into the rebuilt o at its strides, fetch it dense */
     uint16_t *dense = malloc((size_t)T * H * 512 * 2), *want = malloc((size_t)T * H * 512 * 2);
@@ -208,9 +216,11 @@ static void check_dup_rows(void)
         size_t chunk, min_compress;
     } lay[] = {{4096, 1024}, {64 << 10, 1024}, {0, (size_t)1 << 30}};
     for (size_t l = 0; l < sizeof lay / sizeof lay[0]; l++) {
-        tu_vattn v;
+        static const tk_vcase c = {.bs = 3, .q_len = 4, .heads = 2, .num_slots = 6, .idx64 = 1, .no_lse = 1,
+                                   TU_VCASE}; /* 6 slots for 12 keys or more: ids repeat */
+        tk_vcall v;
         kcap_error err = {0};
-        tu_vattn_make(&v, 3, 4, 2, 6, 0, VATTN_INDEX_INT64, 0, 0, 0, 77 + l); /* 6 slots: dups */
+        tu_vcall(&c, 77 + l, &v);
         kcap_snapshot *s = tu_vattn_snapshot(&v, &err);
         TK_CHECK(s != NULL, "record: %s", err.msg);
         if (!s)
@@ -249,7 +259,7 @@ static void check_dup_rows(void)
             kcap_writer_free(w);
         }
         kcap_snapshot_free(s);
-        tu_vattn_free(&v);
+        tk_vcall_free(&v);
     }
 }
 
@@ -259,14 +269,15 @@ int main(void)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const tcase *tc = &cases[c];
         for (int dt = 0; dt < 2; dt++) {
-            tu_vattn v;
+            tk_vcase vc = tc->c;
+            vc.fp16 = dt;
+            tk_vcall v;
             kcap_error err = {0};
-            tu_vattn_make(&v, tc->bs, tc->q_len, tc->H, tc->slots, dt, tc->index_type, tc->vis,
-                          tc->lse, tc->padded, c * 10 + dt);
+            tu_vcall(&vc, c * 10 + dt, &v);
             kcap_snapshot *s = tu_vattn_snapshot(&v, &err);
             TK_CHECK(s != NULL, "record case %zu: %s", c, err.msg);
             if (!s) {
-                tu_vattn_free(&v);
+                tk_vcall_free(&v);
                 continue;
             }
             check_recorded(&v, s);
@@ -305,14 +316,15 @@ int main(void)
             kcap_snapshot_free(back);
             kcap_snapshot_free(s);
             kcap_writer_free(w);
-            tu_vattn_free(&v);
+            tk_vcall_free(&v);
         }
     }
     /* a writer of NULL (defaults) also works */
     {
-        tu_vattn v;
+        static const tk_vcase c = {.bs = 2, .q_len = 2, .heads = 2, .num_slots = 16, .idx64 = 1, .no_lse = 1, TU_VCASE};
+        tk_vcall v;
         kcap_error err = {0};
-        tu_vattn_make(&v, 2, 2, 2, 16, 0, 1, 0, 0, 0, 5);
+        tu_vcall(&c, 5, &v);
         kcap_snapshot *s = tu_vattn_snapshot(&v, &err);
         TK_CHECK_OK(kcap_snapshot_write(NULL, s, tu_path("nullwriter.h5"), &err), err);
         kcap_snapshot *b = NULL;
@@ -321,7 +333,7 @@ int main(void)
             compare_snap(s, b, "nullwriter");
         kcap_snapshot_free(b);
         kcap_snapshot_free(s);
-        tu_vattn_free(&v);
+        tk_vcall_free(&v);
     }
     check_dup_rows();
     return tk_summary("test_roundtrip");

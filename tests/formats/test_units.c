@@ -145,14 +145,16 @@ static void test_bad_calls(void)
 {
     const kcap_call_desc *d = kcap_call_find("vattn_verify");
     kcap_error err = {0};
-    tu_vattn v;
-    tu_vattn_make(&v, 2, 2, 2, 10, 0, VATTN_INDEX_INT32, 0, 0, 0, 3);
+    static const tk_vcase c = {.bs = 2, .q_len = 2, .heads = 2, .num_slots = 10, .no_lse = 1, TU_VCASE};
+    tk_vcall v;
+    tu_vcall(&c, 3, &v);
+    const int32_t slot1 = ((int32_t *)v.indices)[1];
     ((int32_t *)v.indices)[1] = 10; /* out of the pool */
     kcap_snapshot *s = kcap_snapshot_create();
     int rc = kcap_call_record(d, &v.a, KCAP_ARG_IN, kcap_host_mem_ops(), s, &err);
     TK_CHECK(rc == KCAP_ERR_SHAPE && strstr(err.msg, "kv_indices[1] = 10"), "index out of range: %s", err.msg);
     kcap_snapshot_free(s);
-    ((int32_t *)v.indices)[1] = 1;
+    ((int32_t *)v.indices)[1] = slot1;
     v.a.q = NULL;
     s = kcap_snapshot_create();
     rc = kcap_call_record(d, &v.a, KCAP_ARG_IN, kcap_host_mem_ops(), s, &err);
@@ -194,7 +196,7 @@ static void test_bad_calls(void)
     rc = kcap_call_validate(d, s, &err);
     TK_CHECK(rc == KCAP_ERR_CORRUPT && strstr(err.msg, "differ"), "duplicate rows differ: %s", err.msg);
     kcap_snapshot_free(s);
-    tu_vattn_free(&v);
+    tk_vcall_free(&v);
 }
 
 /* libhdf5's reason survives the cleanup calls that clear its error stack, and a system

@@ -46,11 +46,18 @@ static void *slurp(const char *path, size_t *n)
     return b;
 }
 
-static kcap_snapshot *make(int bs, int q_len, int H, int slots, int it, int vis, int lse, int pad,
-                           uint64_t seed, tu_vattn *v)
+/* The calls of the snapshots (bf16): `snap`'s, and the corpus' two valid ones. o of
+ * ok-small-strided must have at least 2 tokens and 2 heads (tamper kind 5 rechunks it). */
+static const tk_vcase snap_call = {.bs = 3, .q_len = 4, .heads = 8, .num_slots = 200, .idx64 = 1,
+                                   .vis = TK_VIS_RANDOM, TU_VCASE, TU_VCASE_PADDED};
+static const tk_vcase tiny_call = {.bs = 1, .q_len = 2, .heads = 1, .num_slots = 8, .no_lse = 1, TU_VCASE};
+static const tk_vcase strided_call = {.bs = 1, .q_len = 2, .heads = 2, .num_slots = 16, .idx64 = 1,
+                                      .vis = TK_VIS_RANDOM, TU_VCASE, TU_VCASE_PADDED};
+
+static kcap_snapshot *make(const tk_vcase *c, uint64_t seed, tk_vcall *v)
 {
     kcap_error err = {0};
-    tu_vattn_make(v, bs, q_len, H, slots, 0, it, vis, lse, pad, seed);
+    tu_vcall(c, seed, v);
     kcap_snapshot *s = tu_vattn_snapshot(v, &err);
     if (!s)
         fprintf(stderr, "record: %s\n", err.msg);
@@ -59,8 +66,8 @@ static kcap_snapshot *make(int bs, int q_len, int H, int slots, int it, int vis,
 
 static int do_snap(const char *file, const char *dump, int argc, char **argv)
 {
-    tu_vattn v;
-    kcap_snapshot *s = make(3, 4, 8, 200, VATTN_INDEX_INT64, 1, 1, 1, 11, &v);
+    tk_vcall v;
+    kcap_snapshot *s = make(&snap_call, 11, &v);
     if (s && argc >= 6) { /* seq and time given */
         s->meta.seq = strtoull(argv[4], NULL, 10);
         snprintf(s->meta.time_utc, sizeof s->meta.time_utc, "%s", argv[5]);
@@ -81,7 +88,7 @@ static int do_snap(const char *file, const char *dump, int argc, char **argv)
     }
     kcap_writer_free(w);
     kcap_snapshot_free(s);
-    tu_vattn_free(&v);
+    tk_vcall_free(&v);
     return 0;
 }
 
@@ -249,6 +256,8 @@ static int tamper(const char *src, const char *dst, int kind)
 static int do_zeros(const char *file, long mib, int random)
 {
     const int64_t row = 576, nnz = (int64_t)mib * (1 << 20) / (row * 2);
+    if (nnz < 1 || nnz > INT32_MAX) /* kv_indptr is int32; checked first, so no size wraps */
+        return 1;
     size_t kvb = (size_t)(nnz * row * 2);
     void *kv = mmap(NULL, kvb, random ? PROT_READ | PROT_WRITE : PROT_READ,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -261,7 +270,7 @@ static int do_zeros(const char *file, long mib, int random)
     int32_t indptr[2] = {0, (int32_t)nnz};
     static uint16_t q[576], o[512];
     kcap_snapshot *s = kcap_snapshot_create();
-    if (kv == MAP_FAILED || !idx || !s || nnz > INT32_MAX)
+    if (kv == MAP_FAILED || !idx || !s)
         return 1;
     snprintf(s->meta.call, sizeof s->meta.call, "vattn_verify");
     s->meta.abi_version = VATTN_ABI_VERSION;
@@ -297,17 +306,17 @@ static int do_zeros(const char *file, long mib, int random)
 static int do_corpus(const char *dir)
 {
     char p[1024], q[1024];
-    tu_vattn v;
+    tk_vcall v;
     kcap_error err = {0};
     kcap_writer_opts o = {.threads = 1, .chunk_bytes = 4096, .min_compress_bytes = 1024};
     kcap_writer *w = kcap_writer_create(&o, &err);
-    kcap_snapshot *s = make(1, 2, 1, 8, VATTN_INDEX_INT32, 0, 0, 0, 1, &v);
+    kcap_snapshot *s = make(&tiny_call, 1, &v);
     snprintf(p, sizeof p, "%s/ok-tiny-causal.h5", dir);
     if (!s || kcap_snapshot_write(w, s, p, &err))
         return fprintf(stderr, "%s\n", err.msg), 1;
     kcap_snapshot_free(s);
-    tu_vattn_free(&v);
-    s = make(1, 2, 2, 16, VATTN_INDEX_INT64, 1, 1, 1, 2, &v);
+    tk_vcall_free(&v);
+    s = make(&strided_call, 2, &v);
     snprintf(q, sizeof q, "%s/ok-small-strided.h5", dir);
     if (!s || kcap_snapshot_write(w, s, q, &err))
         return fprintf(stderr, "%s\n", err.msg), 1;
@@ -321,7 +330,7 @@ static int do_corpus(const char *dir)
     if (kcap_snapshot_write(w, s, p, &err))
         return fprintf(stderr, "%s\n", err.msg), 1;
     kcap_snapshot_free(s);
-    tu_vattn_free(&v);
+    tk_vcall_free(&v);
     kcap_writer_free(w);
 
     size_t n = 0;

@@ -35,7 +35,6 @@
 
 /* ---- one random case: the shape drawn here, the call built by the test kit ---- */
 
-#define GEN_MIN_ABS (1.0 / 64) /* inputs never 0 (nor tiny), so no score is trivially 0 */
 #define GEN_SCALE_ALT 0.041666668f /* 1/sqrt(576), the other scale a server may pass */
 #define GEN_ROW_PAD 64 /* extra elements of a padded row (a multiple of 8: 16-byte alignment) */
 /* prefixes: small cases 0..200 keys, large ones 500..6000 (the benchmark's long contexts) */
@@ -43,8 +42,6 @@
 #define GEN_LARGE_PREFIX_MIN 500
 #define GEN_LARGE_PREFIX_MAX 6000
 #define GEN_POOL_EXTRA_MAX 64 /* spare pool rows beyond the multiple of the keys */
-
-static uint16_t gen_val(tk_rng *r, int fp16) { return tk_enc_trunc(tk_nonzero(r, GEN_MIN_ABS), fp16); }
 
 /* Case i of seed: a pure function of (seed, i, large). The shape draws (bs, q_len, heads,
  * scale, prefixes, pool size) come first, in the order the snapshots' shapes were always drawn
@@ -70,7 +67,7 @@ static int make_case(uint64_t seed, int i, int large, tk_vcall *g)
         .kv_stride = i % 3 == 2 ? VATTN_HEAD_DIM_QK + GEN_ROW_PAD : 0, /* every 3rd a padded pool row */
         .share_prefix = i % 5 == 3, /* as a radix cache shares a common prompt */
         .pass_max_kv = i % 3 != 0,
-        .val = gen_val,
+        .val = tk_vattn_nonzero_val, /* inputs never 0 (nor tiny): no score is trivially 0 */
     };
     /* draws in statements: the order of evaluation inside an initializer is unspecified */
     c.bs = (int)(large ? tk_range(&s, 1, 8) : tk_range(&s, 1, 4));

@@ -194,13 +194,15 @@ int kcap_capture_one(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
     kcap_snapshot *snap = kcap_snapshot_create();
     int rc = snap ? kcap_call_record(d, a, KCAP_ARG_IN, &cx->ops, snap, err)
                   : kcap_error_set(err, KCAP_ERR_NOMEM, "out of memory for a snapshot");
+    uint64_t t0 = kcap_now_ns();
     status = kcap_real(real, a, ws, wsb, stream);
+    uint64_t prod_ns = kcap_now_ns() - t0;
     if (!rc && status == KCAP_CALL_OK)
         rc = kcap_call_record(d, a, KCAP_ARG_OUT, &cx->ops, snap, err);
     /* shadow mode keeps only the calls where the candidate disagrees */
     int shadow_agrees = 0;
     if (!rc && status == KCAP_CALL_OK && kcap_shadow_on())
-        shadow_agrees = dev || !kcap_shadow_judge(sl, a, snap, seq); /* dev: switched on meanwhile */
+        shadow_agrees = dev || !kcap_shadow_judge(sl, a, snap, seq, prod_ns); /* dev: switched on meanwhile */
     if (dev) {
         if (!rc) {
             snap->meta.in_stream_capture = 0;

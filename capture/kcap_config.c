@@ -151,6 +151,7 @@ void kcap_config_defaults(kcap_config *c)
     c->ring_bytes = 2ull << 30; /* bound; shrunk to what the device can spare (kcap_gpu.c) */
     c->gpu_async = 1;
     c->shadow_per_shape = 4;
+    c->shadow_max_slowdown = 8;
 }
 
 #define BAD(...)                                                                           \
@@ -209,6 +210,12 @@ int kcap_config_parse(kcap_config *c, kcap_getenv_fn get, void *ud, char *why, s
         if (kcap_parse_u64(v, &u) || !u || u > 1000000)
             BAD("KCAP_SHADOW_PER_SHAPE='%.64s' is not a count of snapshots (1..1000000)", v);
         c->shadow_per_shape = (long)u;
+    }
+    if ((v = get("KCAP_SHADOW_MAX_SLOWDOWN", ud)) && *v) {
+        if (kcap_parse_u64(v, &u) || u > 1000)
+            BAD("KCAP_SHADOW_MAX_SLOWDOWN='%.64s' is not a multiple of the production call's time "
+                "(0..1000; 0 = never switch a slow candidate off)", v);
+        c->shadow_max_slowdown = (long)u;
     }
     if ((v = get("KCAP_EVERY", ud)) && *v) {
         if (kcap_parse_u64(v, &u) || u == 0)

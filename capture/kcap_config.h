@@ -47,6 +47,8 @@ typedef struct kcap_config {
     int ntag_filters;        /* KCAP_TAGS=key=ranges[;key=ranges]: all must match */
     char shadow[PATH_MAX];   /* KCAP_SHADOW: candidate library (shadow mode); "" = off */
     long shadow_per_shape;   /* KCAP_SHADOW_PER_SHAPE: divergent snapshots kept per shape */
+    long shadow_max_slowdown; /* KCAP_SHADOW_MAX_SLOWDOWN: candidate slower than this many times
+                                 production on 3 calls in a row is switched off (0: never) */
     kcap_tag_filter tag_filters[KCAP_MAX_TAG_FILTERS];
 } kcap_config;
 

@@ -33,8 +33,12 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
  * KCAP_SHADOW_LOST, divergent but not staged (ring full...: counted by the ring too).
  * Returns 1 to keep snap (the sink has added the candidate's outputs to it). */
 enum { KCAP_SHADOW_AGREED = 0, KCAP_SHADOW_DIVERGED = 1, KCAP_SHADOW_LOST = 2 };
+typedef struct {
+    double prod_us, cand_us; /* stream time of each call (CUDA events); < 0 when unknown */
+} kcap_gpu_shadow_times;
 typedef int (*kcap_gpu_shadow_sink)(kcap_slot *sl, const void *args, int verdict,
-                                    kcap_snapshot *snap, kcap_snapshot *cand, uint64_t seq);
+                                    kcap_snapshot *snap, kcap_snapshot *cand, uint64_t seq,
+                                    const kcap_gpu_shadow_times *t);
 void kcap_gpu_set_shadow_sink(kcap_gpu_shadow_sink f);
 /* 1 when f (a CUfunction, e.g. from a graph kernel node's parameters) is one of libkcap's
  * own kernels (gate, staging, ring control, shadow compare): a graph's kcap nodes. */

@@ -282,7 +282,7 @@ static void kcap_drain_one(kring *r, const kbell *b)
             rc = cs ? kcap_call_record_scalars(d, s->cargs, cs, &err) : KCAP_ERR_NOMEM;
             if (!rc)
                 rc = kcap_call_record(d, s->cargs, KCAP_ARG_OUT, &ops, cs, &err);
-            if (!rc && !(kcap_g_shadow_sink && kcap_g_shadow_sink(s->sl, s->args, KCAP_SHADOW_DIVERGED, snap, cs, s->seq)))
+            if (!rc && !kcap_gpu_shadow_report(r, s, KCAP_SHADOW_DIVERGED, snap, cs))
                 not_kept = 1;
             kcap_snapshot_free(cs);
         }
@@ -368,9 +368,7 @@ static void kcap_settle_eager_drops(kring *r)
             int agreed = !r->cmp_out[i].divergent;
             if (agreed) /* judged; a lost divergence is counted as the ring's drop */
                 atomic_fetch_add(&kcap_g_stats.shadow_not_kept, 1);
-            if (kcap_g_shadow_sink)
-                kcap_g_shadow_sink(s->sl, s->args, agreed ? KCAP_SHADOW_AGREED : KCAP_SHADOW_LOST,
-                                   NULL, NULL, s->seq);
+            kcap_gpu_shadow_report(r, s, agreed ? KCAP_SHADOW_AGREED : KCAP_SHADOW_LOST, NULL, NULL);
         }
         kcap_gpu_unit_settled(0);
     }

@@ -142,6 +142,7 @@ typedef struct ksite {
     _Alignas(16) unsigned char cargs[KCAP_ARGS_MAX];
     CUdeviceptr cand;       /* the candidate's outputs, then its workspace */
     size_t cand_cap;
+    CUevent tev[4];         /* timing: production start, end; candidate start, end */
 } ksite;
 
 typedef struct kring {
@@ -201,8 +202,9 @@ CUresult kcap_stage_launch(kring *r, ksite *s, int sid, int phase, int force, CU
  * be in use) the first free. Caller holds kcap_g_ring_lock. */
 kring *kcap_ring_of(const kcap_cu *cu, CUcontext ctx);
 int kcap_eager_site_take(kring *r, int lowest);
-/* The drainer's hand-off of shadow results to the policy layer (kcap_gpu.h). */
-extern kcap_gpu_shadow_sink kcap_g_shadow_sink;
+/* The drainer's hand-off of a settled shadowed site to the policy layer (kcap_gpu.h), with
+ * the stream times of the production and candidate calls. */
+int kcap_gpu_shadow_report(kring *r, ksite *s, int verdict, kcap_snapshot *snap, kcap_snapshot *cand);
 /* The drainer thread (kcap_gpu_drain.c). */
 void *kcap_drainer_main(void *arg);
 /* Capture-mode switch around CUDA calls made while a host thread may be capturing. */

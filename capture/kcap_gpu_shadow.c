@@ -24,10 +24,21 @@
 
 #define KCAP_CAND_ALIGN 256 /* each candidate buffer starts on its own 256-byte line */
 
-kcap_gpu_shadow_sink kcap_g_shadow_sink;
+static kcap_gpu_shadow_sink g_sink;
 static atomic_int g_log_launch;
 
-void kcap_gpu_set_shadow_sink(kcap_gpu_shadow_sink f) { kcap_g_shadow_sink = f; }
+void kcap_gpu_set_shadow_sink(kcap_gpu_shadow_sink f) { g_sink = f; }
+
+int kcap_gpu_shadow_report(kring *r, ksite *s, int verdict, kcap_snapshot *snap, kcap_snapshot *cand)
+{
+    kcap_gpu_shadow_times t = {-1, -1};
+    float ms;
+    if (s->tev[3] && r->cu->cuEventElapsedTime(&ms, s->tev[0], s->tev[1]) == CUDA_SUCCESS)
+        t.prod_us = ms * 1e3;
+    if (s->tev[3] && r->cu->cuEventElapsedTime(&ms, s->tev[2], s->tev[3]) == CUDA_SUCCESS)
+        t.cand_us = ms * 1e3;
+    return g_sink ? g_sink(s->sl, s->args, verdict, snap, cand, s->seq, &t) : 0;
+}
 
 static size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
@@ -128,7 +139,15 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
     }
     pthread_mutex_unlock(&kcap_g_ring_lock);
     CUresult e = CUDA_SUCCESS;
-    if (s && s->cand_cap < need) {
+    for (int k = 0; s && k < 4 && e == CUDA_SUCCESS; k++)
+        if (!s->tev[k]) { /* the site's timing events, once */
+            CUstreamCaptureMode m = kcap_relax(cu);
+            e = cu->cuEventCreate(&s->tev[k], CU_EVENT_DEFAULT);
+            kcap_unrelax(cu, m);
+            if (e != CUDA_SUCCESS)
+                s->tev[k] = NULL;
+        }
+    if (s && s->cand_cap < need && e == CUDA_SUCCESS) {
         /* the site is free: its last call has run, so its old buffers are idle */
         CUstreamCaptureMode m = kcap_relax(cu);
         if (s->cand)
@@ -170,7 +189,9 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
     s->lay.nout = 2 * lay->nout;
     free(lay);
     CUstream st = (CUstream)stream;
+    cu->cuEventRecord(s->tev[0], st); /* a failed record only loses this call's timing */
     int status = kcap_real(real, a, ws, wsb, stream);
+    cu->cuEventRecord(s->tev[1], st);
     s->status = status;
     *status_out = status;
     if (status != KCAP_CALL_OK) { /* the library rejected it: nothing to judge */
@@ -180,7 +201,9 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
     }
     e = cu->cuMemsetD8Async(s->cand, 0xFF, out_bytes, st);
     void *cws = cand_wsb ? (void *)(uintptr_t)(s->cand + out_bytes) : NULL;
+    cu->cuEventRecord(s->tev[2], st);
     int cst = e == CUDA_SUCCESS ? cand(s->cargs, cws, cand_wsb, stream) : KCAP_CALL_OK;
+    cu->cuEventRecord(s->tev[3], st);
     if (e == CUDA_SUCCESS && cst != KCAP_CALL_OK) {
         *cand_failed = 1; /* it wrote nothing of the service's: the caller switches it off */
         site_release(s);

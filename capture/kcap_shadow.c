@@ -56,6 +56,7 @@ static struct {
     pthread_mutex_t lock; /* the summary below */
     unsigned long long compared, divergent, kept, not_judged, capped, lost;
     double worst_abs;
+    int slow_streak;
     char worst_where[160];
     char prod_hash[80];
     int nshapes;
@@ -65,7 +66,7 @@ static struct {
 static atomic_int g_log_dev, g_log_shapes;
 
 static int device_sink(kcap_slot *sl, const void *args, int verdict, kcap_snapshot *snap,
-                       kcap_snapshot *cand, uint64_t seq);
+                       kcap_snapshot *cand, uint64_t seq, const kcap_gpu_shadow_times *t);
 
 int kcap_shadow_on(void) { return atomic_load(&g.on); }
 
@@ -137,6 +138,7 @@ static void install(const char *cand, const kcap_candidate *c)
     snprintf(g.path, sizeof g.path, "%s", cand);
     g.compared = g.divergent = g.kept = g.capped = g.not_judged = g.lost = 0;
     g.worst_abs = 0;
+    g.slow_streak = 0;
     g.worst_where[0] = '\0';
     g.nshapes = 0;
     g.swaps++;
@@ -295,6 +297,30 @@ static int candidate_of(kcap_slot *sl, const void *args, kcap_call_fn *fn, size_
     return -1;
 }
 
+/* A candidate slower than KCAP_SHADOW_MAX_SLOWDOWN x the production call (plus a slack for
+ * calls of a few microseconds, where launch noise dominates) on this many judged calls in a
+ * row is switched off: shadow mode must not become the service's bottleneck. */
+#define KCAP_SHADOW_SLOW_CALLS 3
+#define KCAP_SHADOW_SLACK_US 20.0
+
+static void slow_check(const kcap_call_desc *d, double prod_us, double cand_us, uint64_t seq)
+{
+    const long m = kcap_cfg()->shadow_max_slowdown;
+    if (!m || prod_us < 0 || cand_us < 0)
+        return;
+    int slow = cand_us > (double)m * prod_us + KCAP_SHADOW_SLACK_US;
+    pthread_mutex_lock(&g.lock);
+    g.slow_streak = slow ? g.slow_streak + 1 : 0;
+    int off = g.slow_streak >= KCAP_SHADOW_SLOW_CALLS;
+    pthread_mutex_unlock(&g.lock);
+    if (off && atomic_exchange(&g.on, 0))
+        kcap_log(KCAP_LOG_WARN, "shadow mode off: the candidate %s took %.1f us against the "
+                 "production call's %.1f us on %s call %llu, the %d-th call in a row over "
+                 "KCAP_SHADOW_MAX_SLOWDOWN=%ld times production (the service is unaffected)",
+                 g.path, cand_us, prod_us, d->name, (unsigned long long)seq,
+                 KCAP_SHADOW_SLOW_CALLS, m);
+}
+
 static void candidate_failed(const kcap_call_desc *d, int status, uint64_t seq)
 {
     if (atomic_exchange(&g.on, 0))
@@ -386,7 +412,8 @@ static int settle(kcap_slot *sl, kcap_snapshot *snap, const kcap_snapshot *cs, u
     return keep;
 }
 
-int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint64_t seq)
+int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint64_t seq,
+                      uint64_t prod_ns)
 {
     const kcap_call_desc *d = sl->desc;
     kcap_call_fn fn;
@@ -419,7 +446,11 @@ int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint
         bufs[nb++] = b;
         memcpy(cargs + a->offset, &b, sizeof b);
     }
+    uint64_t t0 = kcap_now_ns();
     int status = rc ? 0 : fn(cargs, ws, wsb, NULL);
+    uint64_t cand_ns = kcap_now_ns() - t0;
+    if (!rc && status == KCAP_CALL_OK)
+        slow_check(d, prod_ns * 1e-3, cand_ns * 1e-3, seq);
     if (!rc && status != KCAP_CALL_OK) {
         candidate_failed(d, status, seq);
         rc = -1;
@@ -462,8 +493,9 @@ int kcap_shadow_device(kcap_slot *sl, const void *a, void *ws, size_t wsb, void 
 
 /* The drainer's report of a device call (kcap_gpu_shadow_sink). */
 static int device_sink(kcap_slot *sl, const void *args, int verdict, kcap_snapshot *snap,
-                       kcap_snapshot *cand, uint64_t seq)
+                       kcap_snapshot *cand, uint64_t seq, const kcap_gpu_shadow_times *t)
 {
+    slow_check(sl->desc, t->prod_us, t->cand_us, seq);
     pthread_mutex_lock(&g.lock);
     unsigned long long swaps = g.swaps;
     pthread_mutex_unlock(&g.lock);

@@ -25,11 +25,13 @@ int kcap_shadow_init(const char *cand_path, const char *dir);
 int kcap_shadow_request(const char *cmd, char *reply, size_t n);
 /* 1 while a candidate is loaded and has not been switched off. */
 int kcap_shadow_on(void);
-/* A recorded host-memory call (snap holds its inputs and production outputs, status 0):
- * run the candidate, compare. 1: they disagree and snap now also holds the candidate's
+/* A recorded host-memory call (snap holds its inputs and production outputs, status 0; the
+ * production call took prod_ns): run the candidate, compare; a candidate much slower than
+ * production (KCAP_SHADOW_MAX_SLOWDOWN) is switched off. 1: they disagree and snap now also holds the candidate's
  * outputs (keep it); 0: they agree, the candidate failed (switched off) or the call was not
  * judged (counted in the summary as not_judged) — drop it. */
-int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint64_t seq);
+int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint64_t seq,
+                      uint64_t prod_ns);
 /* A device call outside CUDA graph capture: the production call runs (its status in
  * *status), then the candidate and the compare on the GPU (kcap_gpu_shadow); 0 judged
  * there (the drainer settles it), <0 dropped, 1 not judged (counted; the caller runs the

@@ -29,6 +29,14 @@ $(VATTN_CPU_PERTURBED): $(OBJ)/kernels/verify_attn_cpu_perturbed.o $(OBJ)/kernel
 	@mkdir -p $(@D)
 	$(CC) -shared -Wl,-soname,libverify_attn_cpu_perturbed.so -Wl,--no-undefined $(LDFLAGS) $^ -o $@ -lm
 
+VATTN_CPU_SLOW := $(TBIN)/libverify_attn_cpu_slow.so
+$(OBJ)/kernels/verify_attn_cpu_slow.o: kernels/verify_attn_cpu.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -O3 -DVATTN_SLOW_US=20000 -MMD -MP -c $< -o $@
+$(VATTN_CPU_SLOW): $(OBJ)/kernels/verify_attn_cpu_slow.o $(OBJ)/kernels/vattn_check.o
+	@mkdir -p $(@D)
+	$(CC) -shared -Wl,-soname,libverify_attn_cpu_slow.so -Wl,--no-undefined $(LDFLAGS) $^ -o $@ -lm
+
 # Tests link the library by soname and find it through an rpath relative to themselves, so
 # build/ and build-asan/ each use their own copy.
 VATTN_TEST_RPATH := -Wl,-rpath,'$$ORIGIN/../lib'
@@ -42,7 +50,7 @@ $(TBIN)/test_verify_cpu: tests/kernels/test_verify_cpu.c tests/kernels/vattn_cpu
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $< $(VATTN_TEST_CMP_OBJS) -o $@ $(LDFLAGS) -L$(LIB) -lverify_attn_cpu $(VATTN_TEST_RPATH) -ldl -lm
 
-ALL_TARGETS += $(VATTN_CPU_LIB) $(VATTN_CPU_PERTURBED) $(TBIN)/test_verify_cpu
+ALL_TARGETS += $(VATTN_CPU_LIB) $(VATTN_CPU_PERTURBED) $(VATTN_CPU_SLOW) $(TBIN)/test_verify_cpu
 TESTS += $(TBIN)/test_verify_cpu
 ASAN_TESTS += $(TBIN)/test_verify_cpu
 

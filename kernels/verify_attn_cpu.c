@@ -14,6 +14,8 @@
  * identical except ONE output element, o[token = (bs-1)*q_len + 0 (the last request's first
  * draft token)][head = num_heads-1][channel 77], which gets +0.5 added (in fp32, before rounding
  * to bf16/fp16). Replay's tests use it to prove that a wrong kernel is caught and located.
+ * Built a third time with -DVATTN_SLOW_US=20000 into build/tests/libverify_attn_cpu_slow.so:
+ * vattn_verify sleeps 20 ms first (shadow mode's test of a too-slow candidate).
  */
 #include "vattn_check.h"
 #include "verify_attn.h"
@@ -21,6 +23,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef VATTN_SLOW_US
+#include <unistd.h>
+#endif
 
 #define QK VATTN_HEAD_DIM_QK
 #define DV VATTN_HEAD_DIM_V
@@ -282,6 +287,9 @@ static void vattn_cpu_run(const vattn_cpu_call *c, void *workspace)
 int vattn_verify(const vattn_args *a, void *workspace, size_t workspace_bytes, void *stream)
 {
     (void)stream;
+#ifdef VATTN_SLOW_US
+    usleep(VATTN_SLOW_US); /* build/tests/libverify_attn_cpu_slow.so: shadow mode's slow candidate */
+#endif
     int rc = vattn_check_args_ws(a, workspace, workspace_bytes, 0, vattn_workspace_size(a));
     if (rc)
         return rc;

@@ -10,7 +10,8 @@
 CPU=$ROOT/$B/lib/libverify_attn_cpu.so
 PERT=$ROOT/$B/tests/libverify_attn_cpu_perturbed.so
 ERRLIB=$ROOT/$B/tests/libvattn_stub_abi2.so
-need "$LIBKCAP" "$CLIENT" "$KCAP" "$CPU" "$PERT" "$ERRLIB"
+SLOW=$ROOT/$B/tests/libverify_attn_cpu_slow.so
+need "$LIBKCAP" "$CLIENT" "$KCAP" "$CPU" "$PERT" "$ERRLIB" "$SLOW"
 
 "$CLIENT" --calls 6 --seed 41 --hash >"$T/bare" || fail "client bare"
 with_kcap KCAP_DIR="$T/p" KCAP_SHADOW="$PERT" -- "$CLIENT" --calls 6 --seed 41 --hash >"$T/p.out" 2>"$T/p.err"
@@ -61,6 +62,15 @@ with_kcap KCAP_DIR="$T/cap" KCAP_SHADOW="$PERT" KCAP_SHADOW_PER_SHAPE=2 -- \
 "$PY" -c 'import glob,json,sys; j=json.load(open(glob.glob(sys.argv[1]+"/shadow-*.json")[0])); s=j["shapes"]; sys.exit(0 if j["divergent"]==8 and j["kept"]==2 and j["capped"]==6 and len(s)==1 and s[0]["call"]=="vattn_extend" else 1)' "$T/cap" &&
     [ "$(count_h5 "$T/cap")" = 2 ] && ok "KCAP_SHADOW_PER_SHAPE=2: 8 divergent vattn_extend calls of one shape, 2 kept, 6 counted as capped" ||
     { cat "$T"/cap/shadow-*.json; fail "per-shape cap"; }
+
+# a candidate far slower than production (20 ms a call): off after 3 slow calls in a row
+with_kcap KCAP_DIR="$T/slow" KCAP_SHADOW="$SLOW" KCAP_SHADOW_MAX_SLOWDOWN=4 -- "$CLIENT" --calls 6 --seed 41 --hash >"$T/slow.out" 2>"$T/slow.err"
+cmp -s "$T/bare" "$T/slow.out" && [ "$(grep -c 'shadow mode off: the candidate .* took .* the 3-th call in a row over KCAP_SHADOW_MAX_SLOWDOWN=4' "$T/slow.err")" = 1 ] &&
+    "$PY" -c 'import glob,json,sys; j=json.load(open(glob.glob(sys.argv[1]+"/shadow-*.json")[0])); sys.exit(0 if not j["candidate"]["on"] and j["compared"]==3 and j["divergent"]==0 else 1)' "$T/slow" &&
+    ok "a candidate 4x slower than production on 3 calls in a row: switched off with one line, 3 compared, host unaffected" ||
+    { cat "$T/slow.err" "$T"/slow/shadow-*.json; fail "slow candidate"; }
+with_kcap KCAP_DIR="$T/slow0" KCAP_SHADOW="$SLOW" KCAP_SHADOW_MAX_SLOWDOWN=0 -- "$CLIENT" --calls 4 --seed 41 --hash >/dev/null 2>"$T/slow0.err"
+! grep -q "shadow mode off" "$T/slow0.err" && ok "KCAP_SHADOW_MAX_SLOWDOWN=0: a slow candidate stays on" || fail "MAX_SLOWDOWN=0"
 
 with_kcap KCAP_DIR="$T/bad" KCAP_SHADOW="$T/nope.so" -- "$CLIENT" --calls 2 --seed 41 --hash >"$T/bad.out" 2>"$T/bad.err"
 cmp -s <(head -2 "$T/bare") "$T/bad.out" && grep -q "KCAP_SHADOW=$T/nope.so is not a readable" "$T/bad.err" &&

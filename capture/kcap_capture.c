@@ -26,6 +26,7 @@
 #include "kcap_arm.h"
 #include "kcap_callrec.h"
 #include "kcap_gpu.h"
+#include "kcap_graphexec.h"
 #include "kcap_log.h"
 #include "kcap_mem.h"
 #include "kcap_meta.h"
@@ -108,6 +109,7 @@ static void kcap_fork_child(void)
     kcap_queue_atfork_child();
     kcap_arm_atfork_child();
     kcap_gpu_atfork_child();
+    kcap_graphexec_atfork_child();
     atomic_store(&g_seq, 0);
     atomic_store(&g_exit_done, 0);
     if (kcap_mode() == KCAP_M_OFF)
@@ -170,6 +172,9 @@ static int kcap_dir_private(const char *dir, char *why, size_t n)
     return 0;
 }
 
+/* Graph replays need kcap's staging nodes (the instrumented exec, not its clean twin). */
+static int kcap_graph_nodes_wanted(void) { return kcap_gpu_armed() || kcap_shadow_on(); }
+
 /* The whole initialisation, on a thread of ours (kcap_run_on_own_stack): mkdir, realpath
  * and the directory scan need more stack than a host thread may have. */
 static void kcap_do_init_job(void *arg)
@@ -200,6 +205,8 @@ static void kcap_do_init_job(void *arg)
         return;
     }
     kcap_set_run_id(g_cfg.run_id);
+    if (g_cfg.graph_twins) /* no predicate: no twin is made */
+        kcap_graphexec_set_armed(kcap_graph_nodes_wanted);
     if (g_dir_at_load[0] && g_cfg.dir[0] != '/')
         snprintf(g_cfg.dir, sizeof g_cfg.dir, "%s", g_dir_at_load);
     kcap_error e = {0};
@@ -264,7 +271,7 @@ int kcap_arm_request(uint64_t count, int off, int status_only, char *reply, size
 {
     kcap_state_lock();
     int m = kcap_mode(), rc = 0;
-    char stats[640];
+    char stats[768];
     kcap_stats_format(stats, sizeof stats);
     if (status_only) {
         snprintf(reply, n, "ok %s\n%s\n", m == KCAP_M_ACTIVE ? "armed" : m == KCAP_M_DORMANT

@@ -152,6 +152,7 @@ void kcap_config_defaults(kcap_config *c)
     c->gpu_async = 1;
     c->shadow_per_shape = 4;
     c->shadow_max_slowdown = 8;
+    c->graph_twins = 1;
 }
 
 #define BAD(...)                                                                           \
@@ -244,6 +245,8 @@ int kcap_config_parse(kcap_config *c, kcap_getenv_fn get, void *ud, char *why, s
     }
     if ((v = get("KCAP_DORMANT", ud)) && *v && kcap_parse_bool(v, &c->dormant))
         BAD("KCAP_DORMANT='%.64s' is not 0 or 1", v);
+    if ((v = get("KCAP_GRAPH_TWINS", ud)) && *v && kcap_parse_bool(v, &c->graph_twins))
+        BAD("KCAP_GRAPH_TWINS='%.64s' is not 0 or 1", v);
     if ((v = get("KCAP_FLUSH_TIMEOUT", ud)) && *v) {
         if (kcap_parse_u64(v, &u) || u > 3600)
             BAD("KCAP_FLUSH_TIMEOUT='%.64s' is not a number of seconds in 0..3600", v);

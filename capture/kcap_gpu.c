@@ -19,6 +19,7 @@
  * exchanged to relaxed, so it never invalidates the host's graph.
  */
 #include "kcap_gpu_int.h"
+#include "kcap_graphexec.h"
 
 #include <signal.h>
 #include <stddef.h>
@@ -343,6 +344,8 @@ int kcap_gpu_capture(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *s
                       kcap_cu_errstr(cu, e));
         return in_capture || ours ? -1 : 0;
     }
+    if (in_capture)
+        kcap_graphexec_nodes_added(); /* graphs are walked for a clean twin from now on */
     return in_capture ? 2 : 0;
 }
 

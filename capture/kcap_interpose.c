@@ -29,7 +29,6 @@
 #include "kcap_state.h"
 
 #include <dlfcn.h>
-#include <link.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <stdatomic.h>
@@ -296,97 +295,4 @@ KCAP_NO_SAN static int kcap_is_direct(const void *p)
         if (p == (const void *)g_direct_fns[c])
             return 1;
     return 0;
-}
-
-/* ------------------------------------------------------------------------------------ */
-/* CUDA graph capture                                                                    */
-/*
- * A dormant process pays nothing per call, so it cannot notice that a call is being
- * recorded into a CUDA graph — and a graph captured while dormant must still carry our
- * staging nodes, or a later `kcap arm` could never capture its replays. So we interpose
- * the runtime's cudaStreamBeginCapture / cudaStreamEndCapture (torch and SGLang reach them
- * through libcudart's dynamic symbols) and take the slow path only while a capture is open.
- */
-typedef int (*kcap_begin_fn)(void *, int);
-typedef int (*kcap_end_fn)(void *, void **);
-static kcap_begin_fn g_real_begin;
-static kcap_end_fn g_real_end;
-
-/* The runtime behind us: RTLD_NEXT when the host's libcudart is in the global scope (cached);
- * otherwise (a library that links libcudart was dlopen'ed RTLD_LOCAL, so its calls bind to our
- * global definition but RTLD_NEXT cannot see its runtime) the first loaded object whose own
- * scope defines the symbol. That one is looked up per call, never cached (it may be unloaded);
- * graph captures are rare. NULL when no runtime is loaded at all. */
-typedef struct kcap_objnames {
-    char **v;
-    int n, cap;
-} kcap_objnames;
-
-static int kcap_collect_obj(struct dl_phdr_info *info, size_t size, void *ud)
-{
-    (void)size;
-    kcap_objnames *o = ud;
-    if (!info->dlpi_name || !info->dlpi_name[0] || o->n >= o->cap)
-        return 0;
-    char *d = strdup(info->dlpi_name);
-    if (d)
-        o->v[o->n++] = d;
-    return 0;
-}
-
-static void *kcap_cuda_next(const char *name, void **cache, void *self)
-{
-    void *f = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
-    if (f)
-        return f;
-    kcap_dlsym_fn real = (kcap_dlsym_fn)kcap_dlsym_init();
-    if (!real)
-        return NULL;
-    f = real(RTLD_NEXT, name);
-    if (f) {
-        __atomic_store_n(cache, f, __ATOMIC_RELEASE);
-        return f;
-    }
-    /* dlopen only after dl_iterate_phdr has returned (it holds the loader's list lock) */
-    kcap_objnames o = {calloc(1024, sizeof(char *)), 0, 1024};
-    if (!o.v)
-        return NULL;
-    dl_iterate_phdr(kcap_collect_obj, &o);
-    for (int i = 0; i < o.n && !f; i++) {
-        void *h = dlopen(o.v[i], RTLD_NOLOAD | RTLD_LAZY);
-        if (!h)
-            continue;
-        void *p = real(h, name);
-        if (p && p != self)
-            f = p;
-        dlclose(h);
-    }
-    for (int i = 0; i < o.n; i++)
-        free(o.v[i]);
-    free(o.v);
-    return f;
-}
-
-__attribute__((visibility("default"))) int cudaStreamBeginCapture(void *stream, int mode)
-{
-    kcap_begin_fn f = (kcap_begin_fn)kcap_cuda_next("cudaStreamBeginCapture",
-                                                    (void **)&g_real_begin,
-                                                    (void *)cudaStreamBeginCapture);
-    if (!f)
-        return 1; /* cudaErrorInvalidValue: no runtime loaded (cannot happen in practice) */
-    int rc = f(stream, mode);
-    if (rc == 0)
-        kcap_graph_capture_begin();
-    return rc;
-}
-
-__attribute__((visibility("default"))) int cudaStreamEndCapture(void *stream, void **graph)
-{
-    kcap_end_fn f = (kcap_end_fn)kcap_cuda_next("cudaStreamEndCapture", (void **)&g_real_end,
-                                                (void *)cudaStreamEndCapture);
-    if (!f)
-        return 1;
-    int rc = f(stream, graph);
-    kcap_graph_capture_end();
-    return rc;
 }

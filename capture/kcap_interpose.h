@@ -13,9 +13,7 @@ void *kcap_dlsym_init(void);                 /* resolves it (idempotent) */
 void *kcap_dlsym_c(void *handle, const char *name);     /* lookups of hooked symbols */
 void *kcap_dlsym_route(void *handle, const char *name); /* where a dlsym call goes */
 
-/* The CUDA runtime's graph-capture entry points, interposed (libcudart's signatures, with
- * the stream and graph as opaque pointers: libkcap links no CUDA library). */
-int cudaStreamBeginCapture(void *stream, int mode);
-int cudaStreamEndCapture(void *stream, void **graph);
+/* The CUDA runtime's graph entry points (stream capture, executable graphs) are interposed
+ * in kcap_interpose_graph.c, which has nothing the rest of the interposer calls. */
 
 #endif

@@ -82,12 +82,13 @@ int kcap_stats_format(char *buf, size_t n)
                     "calls=%llu captured=%llu written=%llu dropped(queue=%llu cap=%llu ring=%llu "
                     "ring_full=%llu too_big=%llu no_device_memory=%llu sites=%llu backoff=%llu) "
                     "skipped(graph=%llu invalid=%llu) failures(record=%llu write=%llu) "
-                    "bytes=%llu written_bytes=%llu graph_captured=%llu shadow_not_kept=%llu",
+                    "bytes=%llu written_bytes=%llu graph_captured=%llu shadow_not_kept=%llu "
+                    "graph_twins=%llu graph_clean_launches=%llu",
                     U(calls), U(captured), U(written), U(dropped_queue), U(dropped_cap),
                     kcap_stats_ring_drops(), U(dropped_ring_full), U(dropped_ring_big),
                     U(dropped_ring_nomem), U(dropped_sites), U(dropped_backoff), U(skipped_graph), U(skipped_invalid),
                     U(failed_record), U(failed_write), U(bytes_accepted), U(bytes_written_dense),
-                    U(graph_captured), U(shadow_not_kept));
+                    U(graph_captured), U(shadow_not_kept), U(graph_twins), U(graph_clean_launches));
 #undef U
 }
 
@@ -95,9 +96,9 @@ void kcap_stats_line(const char *when)
 {
     kcap_stats *s = &kcap_g_stats;
     if (!atomic_load(&s->calls) && !atomic_load(&s->skipped_graph) && !atomic_load(&s->graph_captured) &&
-        !kcap_stats_ring_drops())
-        return; /* a process that never made a captured call stays silent */
-    char line[768];
+        !kcap_stats_ring_drops() && !atomic_load(&s->graph_twins))
+        return; /* a process that never made a captured call (nor a graph twin) stays silent */
+    char line[896];
     kcap_stats_format(line, sizeof line);
     kcap_log(KCAP_LOG_WARN, "%s: %s", when, line);
 }

@@ -50,8 +50,10 @@ typedef struct kcap_stats {
         dropped_backoff,     /* writes kept failing: capture waits before retrying (kcap_queue.c) */
         skipped_graph, skipped_invalid, failed_record, failed_write, bytes_accepted,
         bytes_written_dense, graph_captured,
-        shadow_not_kept;     /* shadow mode: selected, and the candidate agreed or could not
+        shadow_not_kept,     /* shadow mode: selected, and the candidate agreed or could not
                                 judge it (off, no such entry point): not kept */
+        graph_twins,         /* executable graphs given a clean twin (kcap_graphexec.c) */
+        graph_clean_launches; /* graph launches that ran the twin (capture not armed) */
 } kcap_stats;
 extern kcap_stats kcap_g_stats;
 /* All ring drops (the old single `ring=` counter). */

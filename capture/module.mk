@@ -10,7 +10,7 @@
 # the library still builds and uses plain copies on the device.
 
 KCAP_LIB := $(LIB)/libkcap.so
-CAPTURE_SRCS := kcap_interpose kcap_capture kcap_shadow kcap_state kcap_tags kcap_budget kcap_queue kcap_arm kcap_mem kcap_gpu kcap_gpu_drain kcap_gpu_shadow kcap_stage_layout \
+CAPTURE_SRCS := kcap_interpose kcap_interpose_graph kcap_graphexec kcap_capture kcap_shadow kcap_state kcap_tags kcap_budget kcap_queue kcap_arm kcap_mem kcap_gpu kcap_gpu_drain kcap_gpu_shadow kcap_stage_layout \
                 kcap_ring kcap_config kcap_log kcap_meta kcap_names kcap_size kcap_callrec
 # shadow mode judges with replay's comparison rules (one definition of "correct")
 CAPTURE_OBJS := $(patsubst %,$(OBJ)/capture/%.o,$(CAPTURE_SRCS)) $(OBJ)/capture/kcap_ptx.o \
@@ -70,7 +70,8 @@ TESTKIT_H := tests/testkit.h tests/testkit_vattn.h
 CAPTURE_TEST_BINS := $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/capture_client \
                      $(CAPT)/snapcmp $(CAPT)/libvattn_null.so $(CAPT)/bench_dormant \
                      $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout $(CAPT)/badargs_client \
-                     $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch
+                     $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch \
+                     $(CAPT)/test_capture_graphexec
 $(CAPT)/test_capture_config: tests/capture/test_capture_config.c $(OBJ)/capture/kcap_config_cli.o $(TESTKIT_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(filter-out %.h,$^) -o $@ $(LDFLAGS)
@@ -90,6 +91,11 @@ $(CAPT)/test_capture_queue: tests/capture/test_capture_queue.c capture/kcap_queu
 	$(CC) $(CFLAGS) $(HDF5_CFLAGS) -Icapture -Itests tests/capture/test_capture_queue.c capture/kcap_queue.c capture/kcap_names.c capture/kcap_size.c \
 	  $(CAPTURE_UNIT_SRCS) $(FORMATS_LIB) $(COMMON_OBJS) -o $@ $(LDFLAGS) $(FORMATS_LIBS) -ldl \
 	  -Wl,--wrap=kcap_h5_lock,--wrap=kcap_h5_unlock # as libkcap.so: the queue's fork gate around libhdf5
+# the clean graph twins on a fake driver (it stands in for kcap_cu_load: common's loader left out)
+$(CAPT)/test_capture_graphexec: tests/capture/test_capture_graphexec.c tests/capture/fake_cugraph.h capture/kcap_graphexec.c $(CAPTURE_UNIT_SRCS) $(COMMON_OBJS) $(wildcard capture/*.h) $(TESTKIT_H)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Icapture -Itests tests/capture/test_capture_graphexec.c capture/kcap_graphexec.c $(CAPTURE_UNIT_SRCS) \
+	  $(filter-out %/kcap_cu.o,$(COMMON_OBJS)) -o $@ $(LDFLAGS) -pthread -ldl
 $(CAPT)/test_capture_arm_watch: tests/capture/test_capture_arm_watch.c capture/kcap_arm.c capture/kcap_names.c $(CAPTURE_UNIT_SRCS) $(wildcard capture/*.h) $(TESTKIT_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Icapture -Itests tests/capture/test_capture_arm_watch.c capture/kcap_arm.c capture/kcap_names.c \
@@ -131,8 +137,8 @@ $(CAPT)/bench_dormant: tests/capture/bench_dormant.c $(CAPT)/libvattn_null.so
 ifeq ($(KCAP_FORMATS_READY),1)
 ALL_TARGETS += $(KCAP_LIB) $(CAPTURE_TEST_BINS)
 TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout \
-         $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch tests/capture/test_capture_c.sh \
-         tests/capture/test_capture_py.sh tests/capture/test_capture_select.sh \
+         $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch $(CAPT)/test_capture_graphexec \
+         tests/capture/test_capture_c.sh tests/capture/test_capture_py.sh tests/capture/test_capture_select.sh \
          tests/capture/test_capture_arm.sh tests/capture/test_capture_faults.sh \
          tests/capture/test_capture_concurrency.sh tests/capture/test_capture_faults_host.sh \
          tests/capture/test_capture_faults_files.sh tests/capture/test_capture_faults_load.sh \
@@ -141,9 +147,9 @@ TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_ca
          tests/capture/test_capture_tags.sh tests/capture/test_capture_shadow.sh \
          tests/capture/test_capture_shadow_swap.sh
 ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout \
-         $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch tests/capture/test_capture_c.sh \
-              tests/capture/test_capture_faults_host.sh
-GPU_TESTS += tests/capture/test_capture_gpu.sh tests/capture/test_capture_gpu_long.sh tests/capture/test_capture_gpu_extend.sh \
+         $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch $(CAPT)/test_capture_graphexec \
+              tests/capture/test_capture_c.sh tests/capture/test_capture_faults_host.sh
+GPU_TESTS += tests/capture/test_capture_gpu.sh tests/capture/test_capture_gpu_graphexec.sh tests/capture/test_capture_gpu_long.sh tests/capture/test_capture_gpu_extend.sh \
              tests/capture/test_capture_gpu_faults.sh tests/capture/test_capture_gpu_shadow.sh
 BENCHES += tests/capture/bench_dormant.sh
 GPU_BENCHES += tests/capture/bench_capture_gpu.sh

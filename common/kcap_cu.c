@@ -28,6 +28,9 @@ static void kcap_cu_do_load(void)
     }
     KCAP_CU_FUNCS(KCAP_CU_SYM)
 #undef KCAP_CU_SYM
+#define KCAP_CU_OPT_SYM(name, sym, ret, params) g_cu.name = (ret(CUDAAPI *) params)dlsym(h, sym);
+    KCAP_CU_OPT_FUNCS(KCAP_CU_OPT_SYM)
+#undef KCAP_CU_OPT_SYM
     g_cu.handle = h;
     if (g_cu.cuInit(0) != CUDA_SUCCESS) {
         g_cu_why = "cuInit failed (no usable CUDA device)";

@@ -77,9 +77,43 @@ extern "C" {
     X(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", CUresult,   \
       (CUstreamCaptureMode *))
 
+/* Optional entry points: NULL when the driver lacks one, and only the feature that uses it
+ * is off (kcap_cu_load never fails for them). The clean graph twins of capture/
+ * kcap_graphexec.c. Where the driver renamed a call (_v2 with edge data, CUDA 12.3), both are
+ * listed and the newer is preferred; struct parameters are void * (any header version). */
+#define KCAP_CU_OPT_FUNCS(X)                                                               \
+    X(cuGraphGetNodes, "cuGraphGetNodes", CUresult, (CUgraph, CUgraphNode *, size_t *))   \
+    X(cuGraphNodeGetType, "cuGraphNodeGetType", CUresult, (CUgraphNode, CUgraphNodeType *)) \
+    X(cuGraphKernelNodeGetParams_v2, "cuGraphKernelNodeGetParams_v2", CUresult,           \
+      (CUgraphNode, void *))                                                              \
+    X(cuGraphKernelNodeGetParams_v1, "cuGraphKernelNodeGetParams", CUresult,              \
+      (CUgraphNode, void *))                                                              \
+    X(cuGraphNodeGetDependencies_v2, "cuGraphNodeGetDependencies_v2", CUresult,           \
+      (CUgraphNode, CUgraphNode *, void *, size_t *))                                     \
+    X(cuGraphNodeGetDependencies_v1, "cuGraphNodeGetDependencies", CUresult,              \
+      (CUgraphNode, CUgraphNode *, size_t *))                                             \
+    X(cuGraphNodeGetDependentNodes_v2, "cuGraphNodeGetDependentNodes_v2", CUresult,       \
+      (CUgraphNode, CUgraphNode *, void *, size_t *))                                     \
+    X(cuGraphNodeGetDependentNodes_v1, "cuGraphNodeGetDependentNodes", CUresult,          \
+      (CUgraphNode, CUgraphNode *, size_t *))                                             \
+    X(cuGraphAddDependencies_v2, "cuGraphAddDependencies_v2", CUresult,                   \
+      (CUgraph, const CUgraphNode *, const CUgraphNode *, const void *, size_t))          \
+    X(cuGraphAddDependencies_v1, "cuGraphAddDependencies", CUresult,                      \
+      (CUgraph, const CUgraphNode *, const CUgraphNode *, size_t))                        \
+    X(cuGraphAddEmptyNode, "cuGraphAddEmptyNode", CUresult,                               \
+      (CUgraphNode *, CUgraph, const CUgraphNode *, size_t))                              \
+    X(cuGraphDestroyNode, "cuGraphDestroyNode", CUresult, (CUgraphNode))                  \
+    X(cuGraphClone, "cuGraphClone", CUresult, (CUgraph *, CUgraph))                       \
+    X(cuGraphDestroy, "cuGraphDestroy", CUresult, (CUgraph))                              \
+    X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", CUresult,               \
+      (CUgraphExec *, CUgraph, unsigned long long))                                       \
+    X(cuGraphExecGetFlags, "cuGraphExecGetFlags", CUresult, (CUgraphExec, cuuint64_t *))  \
+    X(cuGraphExecDestroy, "cuGraphExecDestroy", CUresult, (CUgraphExec))
+
 typedef struct kcap_cu {
 #define KCAP_CU_MEMBER(name, sym, ret, params) ret(CUDAAPI *name) params;
     KCAP_CU_FUNCS(KCAP_CU_MEMBER)
+    KCAP_CU_OPT_FUNCS(KCAP_CU_MEMBER)
 #undef KCAP_CU_MEMBER
     void *handle;
 } kcap_cu;

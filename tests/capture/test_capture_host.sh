@@ -2,9 +2,10 @@
 # test_capture_host.sh — host invariants at the edges of libkcap.so: the host's errno survives
 # a captured call; a fork while another thread holds libkcap's library-identity lock leaves a
 # child that can still capture (no inherited held lock); a library loaded RTLD_LOCAL keeps its
-# dlsym(RTLD_DEFAULT) scope and reaches its own CUDA runtime through the interposed
-# cudaStreamBeginCapture/EndCapture; a transient process_vm_readv error does not switch the
-# safe host reads off for the rest of the process.
+# dlsym(RTLD_DEFAULT) scope and reaches its own CUDA runtime through every interposed graph
+# call (capture, instantiate, launch, exec changes: the caller's arguments, the runtime's
+# status; dormant too, and with the runtime in the global scope; no driver needed); a transient
+# process_vm_readv error does not switch the safe host reads off for the rest of the process.
 . "$(dirname "$0")/lib.sh"
 SHIM=$ROOT/$B/tests/capture/libkcap_testshim.so
 DLMAIN=$ROOT/$B/tests/capture/dl_scope_main
@@ -26,12 +27,21 @@ rc=$?
 [ $rc = 0 ] && [ "$(count_h5 "$T/fork")" = 2 ] && ok "fork during a capture: child captures, no hang" ||
     { cat "$T/fork.err"; ls "$T/fork"; fail "fork during a capture (rc $rc)"; }
 
-# RTLD_LOCAL library: same answers with and without libkcap.so
+# RTLD_LOCAL library: same answers with and without libkcap.so; its graph calls reach its
+# runtime with the caller's arguments and the runtime's status (also dormant, and with the
+# runtime in the global scope); no CUDA driver is needed for any of it
 want=$("$DLMAIN" "$DLUSER")
 got=$(with_kcap KCAP_DIR="$T/dl" -- "$DLMAIN" "$DLUSER" 2>"$T/dl.err")
-[ "$want" = "lookup=1 graph=0" ] && [ "$got" = "$want" ] &&
+[ "$want" = "lookup=1 graph=0 exec=0" ] && [ "$got" = "$want" ] &&
     ok "RTLD_LOCAL library: dlsym(RTLD_DEFAULT) scope and its CUDA runtime kept ($got)" ||
     { cat "$T/dl.err"; fail "RTLD_LOCAL library: '$got', without libkcap '$want'"; }
+got=$(with_kcap KCAP_DIR="$T/dld" KCAP_DORMANT=1 -- "$DLMAIN" "$DLUSER" 2>"$T/dld.err")
+[ "$got" = "$want" ] && ok "dormant: graph calls forwarded exactly ($got)" ||
+    { cat "$T/dld.err"; fail "dormant graph calls: '$got', without libkcap '$want'"; }
+got=$(with_kcap KCAP_DIR="$T/dlg" -- "$DLMAIN" "$DLUSER" global 2>"$T/dlg.err")
+[ "$got" = "$want" ] && [ "$("$DLMAIN" "$DLUSER" global)" = "$want" ] &&
+    ok "runtime in the global scope: graph calls forwarded exactly ($got)" ||
+    { cat "$T/dlg.err"; fail "global-scope graph calls: '$got', without libkcap '$want'"; }
 
 # one transient process_vm_readv failure: that snapshot fails, later reads still use the syscall
 mkdir -p "$T/vmref" "$T/vmcap"

@@ -12,6 +12,7 @@ declare -A LAYER=(
   [kcap_slot.h]=0 [kcap_config.h]=0 [kcap_log.h]=0 [kcap_budget.h]=0 [kcap_ring.h]=0
   [kcap_names.h]=0 [kcap_state.h]=0 [kcap_tags.h]=0 [kcap_meta.h]=0 [kcap_stage_layout.h]=0
   [kcap_mem.h]=1 [kcap_size.h]=1 [kcap_queue.h]=1 [kcap_arm.h]=1 [kcap_gpu.h]=1 [kcap_gpu_int.h]=1
+  [kcap_graphexec.h]=1
   [kcap_callrec.h]=2 [kcap_capture.h]=2 [kcap_shadow.h]=2
   [kcap_interpose.h]=3 [kcap_arm_client.h]=9
 )
@@ -19,6 +20,7 @@ own_layer() { # layer of a file: its header's, a .c file's own header's
   local b; b=$(basename "$1")
   case "$b" in
     kcap_gpu_drain.c|kcap_gpu_shadow.c) b=kcap_gpu_int.h ;;
+    kcap_interpose_graph.c) b=kcap_interpose.h ;;
     kcap_cmd_*.c) echo 9; return ;;
     *.c) b=${b%.c}.h ;;
   esac

@@ -76,13 +76,13 @@ int main(void)
 
     /* values */
     envset e = {{"KCAP_DIR=/d", "KCAP_MAX_BYTES=3M", "KCAP_QUEUE_BYTES=512k", "KCAP_EVERY=3",
-                 "KCAP_CALLS=2-10,20", "KCAP_DORMANT=yes", "KCAP_FLUSH_TIMEOUT=2", "KCAP_GRAPH_TWINS=off"}};
+                 "KCAP_CALLS=2-10,20", "KCAP_DORMANT=yes", "KCAP_FLUSH_TIMEOUT=2", "KCAP_GRAPH_TWINS=on"}};
     kcap_config c;
     char why[256];
     TK_CHECK(kcap_config_parse(&c, get, &e, why, sizeof why) == 0, "%s", why);
     TK_CHECK(c.max_bytes == 3u << 20, "max_bytes %llu", (unsigned long long)c.max_bytes);
     TK_CHECK(c.queue_bytes == 512u << 10, "queue_bytes %llu", (unsigned long long)c.queue_bytes);
-    TK_CHECK(c.dormant == 1 && c.flush_ms == 2000 && c.every == 3 && c.nranges == 2 && !c.graph_twins, "fields");
+    TK_CHECK(c.dormant == 1 && c.flush_ms == 2000 && c.every == 3 && c.nranges == 2 && c.graph_twins == 1, "fields");
     /* selection: in 2-10 or 20, and seq % 3 == 0 */
     static const struct { uint64_t seq; int sel; } sel[] = {
         {0, 0}, {1, 0}, {2, 0}, {3, 1}, {6, 1}, {9, 1}, {10, 0}, {12, 0}, {18, 0}, {20, 0},
@@ -99,7 +99,7 @@ int main(void)
     TK_CHECK(kcap_config_parse(&c, get, &e3, why, sizeof why) == 0, "%s", why);
     for (int i = 0; i < 100; i++)
         TK_CHECK(kcap_config_selects(&c, (uint64_t)i) == 1, "default selects all (%d)", i);
-    TK_CHECK(c.graph_twins == 1, "clean graph twins on by default");
+    TK_CHECK(c.graph_twins == 0, "clean graph twins off by default (opt-in)");
     uint64_t u;
     TK_CHECK(kcap_parse_bytes("1k", &u) == 0 && u == 1024, "1k");
     TK_CHECK(kcap_parse_bytes("17", &u) == 0 && u == 17, "17");

@@ -22,8 +22,8 @@ void kcap_gpu_shutdown(int timeout_ms);
  * then on the same stream the candidate `cand` into outputs and workspace of ours (cand_wsb
  * bytes), the compare kernel, and staging that runs only when the compare found a
  * divergence. The host never waits. Returns as kcap_gpu_capture (0 staged: the drainer
- * settles it; 1 not handled; <0 dropped); *cand_failed = 1 when the candidate returned an
- * error status (nothing of it was compared). */
+ * settles it; 1 not handled; <0 dropped); *cand_failed = the candidate's status when it
+ * returned an error (nothing of it was compared), else 0. */
 int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *stream,
                     uint64_t seq, kcap_call_fn cand, size_t cand_wsb, int *status_out,
                     int *cand_failed);

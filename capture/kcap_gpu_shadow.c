@@ -205,7 +205,10 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
     int cst = e == CUDA_SUCCESS ? cand(s->cargs, cws, cand_wsb, stream) : KCAP_CALL_OK;
     cu->cuEventRecord(s->tev[3], st);
     if (e == CUDA_SUCCESS && cst != KCAP_CALL_OK) {
-        *cand_failed = 1; /* it wrote nothing of the service's: the caller switches it off */
+        *cand_failed = cst; /* it wrote nothing of the service's: the caller switches it off */
+        /* whatever it queued before failing must finish before this site's buffers are
+           reallocated: the site is free again only once this event has run */
+        cu->cuEventRecord(s->done, st);
         site_release(s);
         return -1;
     }

@@ -482,7 +482,7 @@ int kcap_shadow_device(kcap_slot *sl, const void *a, void *ws, size_t wsb, void 
     int failed = 0;
     int h = kcap_gpu_shadow(sl, a, ws, wsb, stream, seq, fn, cwsb, status, &failed);
     if (failed)
-        candidate_failed(sl->desc, KCAP_CALL_OK - 1, seq);
+        candidate_failed(sl->desc, failed, seq);
     if (h == 1) { /* not a call the device path shadows (sizes, graph, sync mode) */
         pthread_mutex_lock(&g.lock);
         g.not_judged++;

@@ -106,8 +106,11 @@ static int add_seg(const kcap_call_desc *d, const kcap_arg_desc *a, const void *
     int in = a->kind == KCAP_ARG_IN;
     if ((in ? l->nin : l->nout) == KCAP_MAX_SEGS || a->ndim < 1 || a->ndim > 3)
         return -1;
-    size_t es;
-    if (kcap_call_elem_size(d, a, s, &es, err) || !es)
+    kcap_dtype dt = KCAP_DT_INVALID;
+    if (kcap_arg_dtype(d, a, s, &dt, err))
+        return -1;
+    const size_t es = kcap_dtype_size(dt);
+    if (!es)
         return -1;
     kseg g;
     memset(&g, 0, sizeof g);
@@ -172,9 +175,6 @@ static int add_seg(const kcap_call_desc *d, const kcap_arg_desc *a, const void *
         l->seg_idx_arg[l->nin] = idx_arg;
         l->seg_in[l->nin++] = g;
     } else {
-        kcap_dtype dt = KCAP_DT_INVALID;
-        if (kcap_arg_dtype(d, a, s, &dt, err))
-            return -1;
         l->seg_out_dtype[l->nout] = (int)dt;
         l->seg_out_arg[l->nout] = ai;
         l->seg_out[l->nout++] = g;

@@ -232,3 +232,31 @@ KCAP_EXEC_CALL(cudaGraphExecMemcpyNodeSetParamsToSymbol, "cudaGraphExecMemcpyNod
 KCAP_EXEC_CALL(cudaGraphExecMemcpyNodeSetParamsFromSymbol, "cudaGraphExecMemcpyNodeSetParamsFromSymbol",
                (void *exec, void *node, void *dst, const void *symbol, size_t n, size_t off, int kind),
                (exec, node, dst, symbol, n, off, kind))
+
+/* The same calls through the driver API, for a host that links libcuda or looks its symbols
+ * up by name (the runtime itself reaches the driver through cuGetProcAddress, so these see
+ * only such hosts, and the runtime's own calls are seen above). The _v2 symbols are what the
+ * CUDA 12+ headers name cuGraphExecUpdate and cuGraphExecKernelNodeSetParams; the old ones
+ * keep their old arguments, forwarded as they came. Not seen: a host that gets these entry
+ * points from cuGetProcAddress / cudaGetDriverEntryPoint and changes an exec with them
+ * (capture/README.md says to run such a host with KCAP_GRAPH_TWINS=0). */
+KCAP_EXEC_CALL(cuGraphExecDestroy, NULL, (void *exec), (exec))
+KCAP_EXEC_CALL(cuGraphExecUpdate, "cuGraphExecUpdate", (void *exec, void *graph, void *a3, void *a4),
+               (exec, graph, a3, a4))
+KCAP_EXEC_CALL(cuGraphExecUpdate_v2, "cuGraphExecUpdate_v2", (void *exec, void *graph, void *a3),
+               (exec, graph, a3))
+KCAP_EXEC_SET(cuGraphExecKernelNodeSetParams, const void *x)
+KCAP_EXEC_SET(cuGraphExecKernelNodeSetParams_v2, const void *x)
+KCAP_EXEC_SET(cuGraphExecNodeSetParams, void *x)
+KCAP_EXEC_SET(cuGraphNodeSetEnabled, unsigned int x)
+KCAP_EXEC_SET(cuGraphExecHostNodeSetParams, const void *x)
+KCAP_EXEC_SET(cuGraphExecChildGraphNodeSetParams, void *x)
+KCAP_EXEC_SET(cuGraphExecEventRecordNodeSetEvent, void *x)
+KCAP_EXEC_SET(cuGraphExecEventWaitNodeSetEvent, void *x)
+KCAP_EXEC_SET(cuGraphExecExternalSemaphoresSignalNodeSetParams, const void *x)
+KCAP_EXEC_SET(cuGraphExecExternalSemaphoresWaitNodeSetParams, const void *x)
+KCAP_EXEC_SET(cuGraphExecBatchMemOpNodeSetParams, const void *x)
+KCAP_EXEC_CALL(cuGraphExecMemcpyNodeSetParams, "cuGraphExecMemcpyNodeSetParams",
+               (void *exec, void *node, const void *x, void *ctx), (exec, node, x, ctx))
+KCAP_EXEC_CALL(cuGraphExecMemsetNodeSetParams, "cuGraphExecMemsetNodeSetParams",
+               (void *exec, void *node, const void *x, void *ctx), (exec, node, x, ctx))

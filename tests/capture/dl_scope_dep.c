@@ -1,7 +1,7 @@
 /*
  * dl_scope_dep.c — test library (test_capture_host.sh): stands for a runtime that is only a
  * dependency of a library loaded RTLD_LOCAL, so it is outside the global scope. It defines a
- * plain symbol and the CUDA runtime graph entry points libkcap.so interposes: capture returns
+ * plain symbol and the CUDA runtime (and driver) graph entry points libkcap.so interposes: capture returns
  * success; every executable-graph call records its name and arguments (kt_rt_*) and returns
  * 600 + the number of such calls so far, so its caller can tell that exactly its arguments
  * arrived and exactly this status came back.
@@ -83,4 +83,27 @@ int cudaGraphExecMemcpyNodeSetParamsFromSymbol(void *x, void *n, void *dst, cons
                                                size_t off, int kind)
 {
     return kt_rec("cudaGraphExecMemcpyNodeSetParamsFromSymbol", U(x), U(n), U(dst), U(sym), c, off, U(kind));
+}
+/* the driver API's executable-graph calls (libkcap forwards these too) */
+int cuGraphExecDestroy(void *x) { return kt_rec("cuGraphExecDestroy", U(x), 0, 0, 0, 0, 0, 0); }
+int cuGraphExecUpdate(void *x, void *g, void *e, void *r) { return kt_rec("cuGraphExecUpdate", U(x), U(g), U(e), U(r), 0, 0, 0); }
+int cuGraphExecUpdate_v2(void *x, void *g, void *info) { return kt_rec("cuGraphExecUpdate_v2", U(x), U(g), U(info), 0, 0, 0, 0); }
+KT_SET(cuGraphExecKernelNodeSetParams, const void *)
+KT_SET(cuGraphExecKernelNodeSetParams_v2, const void *)
+KT_SET(cuGraphExecNodeSetParams, void *)
+KT_SET(cuGraphNodeSetEnabled, unsigned int)
+KT_SET(cuGraphExecHostNodeSetParams, const void *)
+KT_SET(cuGraphExecChildGraphNodeSetParams, void *)
+KT_SET(cuGraphExecEventRecordNodeSetEvent, void *)
+KT_SET(cuGraphExecEventWaitNodeSetEvent, void *)
+KT_SET(cuGraphExecExternalSemaphoresSignalNodeSetParams, const void *)
+KT_SET(cuGraphExecExternalSemaphoresWaitNodeSetParams, const void *)
+KT_SET(cuGraphExecBatchMemOpNodeSetParams, const void *)
+int cuGraphExecMemcpyNodeSetParams(void *x, void *n, const void *p, void *ctx)
+{
+    return kt_rec("cuGraphExecMemcpyNodeSetParams", U(x), U(n), U(p), U(ctx), 0, 0, 0);
+}
+int cuGraphExecMemsetNodeSetParams(void *x, void *n, const void *p, void *ctx)
+{
+    return kt_rec("cuGraphExecMemsetNodeSetParams", U(x), U(n), U(p), U(ctx), 0, 0, 0);
 }

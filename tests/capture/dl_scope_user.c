@@ -37,6 +37,22 @@ int cudaGraphExecMemcpyNodeSetParamsToSymbol(void *x, void *n, const void *sym, 
                                              size_t off, int kind);
 int cudaGraphExecMemcpyNodeSetParamsFromSymbol(void *x, void *n, void *dst, const void *sym, size_t c,
                                                size_t off, int kind);
+int cuGraphExecDestroy(void *x);
+int cuGraphExecUpdate(void *x, void *g, void *e, void *r);
+int cuGraphExecUpdate_v2(void *x, void *g, void *info);
+int cuGraphExecKernelNodeSetParams(void *x, void *n, const void *p);
+int cuGraphExecKernelNodeSetParams_v2(void *x, void *n, const void *p);
+int cuGraphExecNodeSetParams(void *x, void *n, void *p);
+int cuGraphNodeSetEnabled(void *x, void *n, unsigned int p);
+int cuGraphExecHostNodeSetParams(void *x, void *n, const void *p);
+int cuGraphExecChildGraphNodeSetParams(void *x, void *n, void *g);
+int cuGraphExecEventRecordNodeSetEvent(void *x, void *n, void *e);
+int cuGraphExecEventWaitNodeSetEvent(void *x, void *n, void *e);
+int cuGraphExecExternalSemaphoresSignalNodeSetParams(void *x, void *n, const void *p);
+int cuGraphExecExternalSemaphoresWaitNodeSetParams(void *x, void *n, const void *p);
+int cuGraphExecBatchMemOpNodeSetParams(void *x, void *n, const void *p);
+int cuGraphExecMemcpyNodeSetParams(void *x, void *n, const void *p, void *ctx);
+int cuGraphExecMemsetNodeSetParams(void *x, void *n, const void *p, void *ctx);
 extern const char *kt_rt_last;
 extern uintptr_t kt_rt_arg[7];
 extern int kt_rt_calls;
@@ -106,6 +122,24 @@ int kt_graph_exec(void)
         EXPECT(cudaGraphExecMemcpyNodeSetParamsFromSymbol,
                cudaGraphExecMemcpyNodeSetParamsFromSymbol(P(0x61), P(0x62), P(0x63), P(0x64), 0x65, 0x66, 2),
                0x61, 0x62, 0x63, 0x64, 0x65, 0x66, 2);
+        EXPECT(cuGraphExecUpdate, cuGraphExecUpdate(P(0x71), P(0x72), P(0x73), P(0x74)), 0x71, 0x72, 0x73, 0x74);
+        EXPECT(cuGraphExecUpdate_v2, cuGraphExecUpdate_v2(P(0x75), P(0x76), P(0x77)), 0x75, 0x76, 0x77);
+        KT_SET(cuGraphExecKernelNodeSetParams, const void *);
+        KT_SET(cuGraphExecKernelNodeSetParams_v2, const void *);
+        KT_SET(cuGraphExecNodeSetParams, void *);
+        KT_SET(cuGraphNodeSetEnabled, unsigned int);
+        KT_SET(cuGraphExecHostNodeSetParams, const void *);
+        KT_SET(cuGraphExecChildGraphNodeSetParams, void *);
+        KT_SET(cuGraphExecEventRecordNodeSetEvent, void *);
+        KT_SET(cuGraphExecEventWaitNodeSetEvent, void *);
+        KT_SET(cuGraphExecExternalSemaphoresSignalNodeSetParams, const void *);
+        KT_SET(cuGraphExecExternalSemaphoresWaitNodeSetParams, const void *);
+        KT_SET(cuGraphExecBatchMemOpNodeSetParams, const void *);
+        EXPECT(cuGraphExecMemcpyNodeSetParams, cuGraphExecMemcpyNodeSetParams(P(0x81), P(0x82), P(0x83), P(0x84)),
+               0x81, 0x82, 0x83, 0x84);
+        EXPECT(cuGraphExecMemsetNodeSetParams, cuGraphExecMemsetNodeSetParams(P(0x85), P(0x86), P(0x87), P(0x88)),
+               0x85, 0x86, 0x87, 0x88);
+        EXPECT(cuGraphExecDestroy, cuGraphExecDestroy(P(0x89)), 0x89);
         EXPECT(cudaGraphExecDestroy, cudaGraphExecDestroy(P(0x27)), 0x27);
     }
     return kt_bad;

@@ -43,6 +43,17 @@ got=$(with_kcap KCAP_DIR="$T/dlg" -- "$DLMAIN" "$DLUSER" global 2>"$T/dlg.err")
     ok "runtime in the global scope: graph calls forwarded exactly ($got)" ||
     { cat "$T/dlg.err"; fail "global-scope graph calls: '$got', without libkcap '$want'"; }
 
+# every executable-graph call the dep library defines (runtime and driver API) is one libkcap
+# interposes: a change made through one it did not would leave a stale clean twin running
+exported=$(nm -D --defined-only "$LIBKCAP" | awk '{print $3}')
+missing=
+for s in $(sed -n 's/^int \(cu[A-Za-z_0-9]*\)(.*/\1/p; s/^KT_SET(\(cu[A-Za-z_0-9]*\),.*/\1/p' tests/capture/dl_scope_dep.c); do
+    grep -qx "$s" <<<"$exported" || missing="$missing $s"
+done
+n=$(sed -n 's/^int \(cu[A-Za-z_0-9]*\)(.*/\1/p; s/^KT_SET(\(cu[A-Za-z_0-9]*\),.*/\1/p' tests/capture/dl_scope_dep.c | wc -l)
+[ -z "$missing" ] && [ "$n" -ge 39 ] && ok "libkcap interposes all $n graph entry points of the runtime and driver APIs" ||
+    fail "libkcap does not export:$missing ($n names)"
+
 # one transient process_vm_readv failure: that snapshot fails, later reads still use the syscall
 mkdir -p "$T/vmref" "$T/vmcap"
 "$CLIENT" --calls 3 --seed 53 --dump "$T/vmref" || fail "vm: reference run"

@@ -103,19 +103,18 @@ int kcap_capture_one(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
         }
         int capturing = kcap_dev_stream_capturing(&dc);
         if (kcap_shadow_on()) {
-            /* shadow mode keeps only divergent calls: eager zero-stall calls are judged on
-               the device (kcap_gpu_shadow.c); the others run alone, kept nowhere */
+            /* shadow mode keeps only divergent calls: zero-stall calls are judged on the
+               device, eager ones and those in CUDA graph capture (kcap_gpu_shadow.c); the
+               others run alone, kept nowhere */
             int status = 0;
-            int h = capturing ? 1 : kcap_shadow_device(sl, a, ws, wsb, stream, seq, &status);
+            int h = kcap_shadow_device(sl, a, ws, wsb, stream, seq, &status);
             kcap_dev_pop(&dc, saved_ctx);
             if (h == 1) {
-                if (capturing)
-                    kcap_shadow_skip_device();
                 atomic_fetch_add(&kcap_g_stats.shadow_not_kept, 1);
                 kcap_unreserve();
                 return kcap_real(real, a, ws, wsb, stream);
             }
-            if (h < 0)
+            if (h < 0 || h == 2) /* dropped, or graph nodes (judged at every replay) */
                 kcap_unreserve();
             return status;
         }

@@ -152,7 +152,7 @@ void kcap_config_defaults(kcap_config *c)
     c->gpu_async = 1;
     c->shadow_per_shape = 4;
     c->shadow_max_slowdown = 8;
-    c->graph_twins = 0; /* opt-in: no gain measured yet (docs/PERF.md), a stale-twin risk */
+    c->graph_twins = 1; /* a disarmed graph replay runs none of kcap's nodes (docs/PERF.md) */
 }
 
 #define BAD(...)                                                                           \

@@ -51,6 +51,7 @@ struct kcap_stage_args {
     unsigned long long bell;    /* mapped pinned host: struct kcap_bell[KCAP_RING_NREC] */
     unsigned long long outcome; /* eager sites: mapped pinned host word (gen << 1 | captured) */
     unsigned long long cond;    /* shadow: device int the compare set (0: agreed, skip); 0 none */
+    unsigned long long lost;    /* shadow graph sites: mapped host counter of divergences not staged */
     unsigned long long count_src[KCAP_NCOUNTS]; /* device address of each count element */
     int count_size[KCAP_NCOUNTS]; /* 4 or 8 */
     int ncounts;
@@ -190,6 +191,10 @@ extern "C" __global__ void kcap_stage_gate(struct kcap_stage_args a)
             }
         }
         kcap_unlock(&ring->lock);
+    }
+    if (a.cond && wanted && !valid && a.lost) { /* a divergence the ring or budget turned away */
+        VOL(unsigned long long, *(unsigned long long *)a.lost) += 1;
+        __threadfence_system();
     }
     site->start = start;
     site->end = end;
@@ -430,6 +435,9 @@ struct kcap_cmp_out { /* per site, mapped pinned host memory: gen written last *
     struct kcap_cmp_res t[KCAP_CMP_MAX];
     int divergent;
     unsigned int gen;
+    /* running totals, for graph sites (whose replays the host does not see): calls
+       compared, found divergent, and divergent but not staged (the gate) */
+    unsigned long long compared, diverged, lost;
 };
 
 struct kcap_cmp_args {
@@ -563,6 +571,11 @@ extern "C" __global__ void kcap_shadow_cmp(struct kcap_cmp_args a)
                 acc->first_nonfinite = ~0ull;
             }
             out->divergent = divergent;
+            if (divergent) /* before `compared`: a reader of compared then diverged never
+                              takes a divergent replay for an agreeing one */
+                VOL(unsigned long long, out->diverged) += 1;
+            __threadfence_system();
+            VOL(unsigned long long, out->compared) += 1;
             __threadfence_system();
             VOL(unsigned int, out->gen) = a.gen;
             __threadfence_system();
@@ -571,4 +584,20 @@ extern "C" __global__ void kcap_shadow_cmp(struct kcap_cmp_args a)
             __threadfence();
         }
     }
+}
+
+/* Shadow mode: the candidate's outputs poisoned (0xFF bytes: NaN in bf16, fp16 and fp32)
+ * before it runs, so a candidate that writes nothing is seen as NaN, never as agreement.
+ * A kernel of ours rather than a memset, so that inside a CUDA graph the candidate's nodes
+ * are exactly those between this node and the compare's (kcap_graphexec.c takes them all
+ * out of a clean twin). */
+extern "C" __global__ void kcap_shadow_poison(unsigned long long dst, unsigned long long bytes)
+{
+    unsigned char *d = (unsigned char *)dst;
+    unsigned long long words = bytes / 16, stride = (unsigned long long)gridDim.x * blockDim.x;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < words; i += stride)
+        ((uint4 *)d)[i] = make_uint4(~0u, ~0u, ~0u, ~0u);
+    for (unsigned long long i = words * 16 + (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+         i < bytes; i += stride)
+        d[i] = 0xFF;
 }

@@ -54,7 +54,7 @@ CUdeviceptr kcap_site_dev(kring *r, int sid)
 }
 
 /* One more site (caller holds kcap_g_ring_lock): a new chunk every KCAP_SITE_CHUNK sites. */
-static int kcap_site_new(kring *r)
+int kcap_site_new(kring *r)
 {
     if (r->nsites >= KCAP_SITE_CHUNK * KCAP_SITE_CHUNKS)
         return -1;
@@ -113,7 +113,8 @@ static kring *kcap_ring_get(const kcap_cu *cu, CUcontext ctx)
     if (ok && e == CUDA_SUCCESS) e = cu->cuModuleGetFunction(&r->stage, r->mod, "kcap_stage");
     if (ok && e == CUDA_SUCCESS) e = cu->cuModuleGetFunction(&r->gate, r->mod, "kcap_stage_gate");
     if (ok && e == CUDA_SUCCESS) e = cu->cuModuleGetFunction(&r->ctl, r->mod, "kcap_ring_ctl");
-    if (ok && e == CUDA_SUCCESS && cu->cuModuleGetFunction(&r->cmp, r->mod, "kcap_shadow_cmp"))
+    if (ok && e == CUDA_SUCCESS && (cu->cuModuleGetFunction(&r->cmp, r->mod, "kcap_shadow_cmp") ||
+                                    cu->cuModuleGetFunction(&r->poison, r->mod, "kcap_shadow_poison")))
         r->cmp = NULL; /* shadow mode then does not judge device calls */
     CUdevice dev = 0;
     int sms = 0;
@@ -200,6 +201,7 @@ CUresult kcap_stage_launch(kring *r, ksite *s, int sid, int phase, int force, CU
     p.bell = (uintptr_t)r->bell;
     p.outcome = force ? (uintptr_t)&r->outcome[sid] : 0;
     p.cond = cond;
+    p.lost = cond && s->graph ? (uintptr_t)&kcap_gslot_out(r, s->gslot)->lost : 0;
     for (int c = 0; c < KCAP_NCOUNTS; c++) {
         p.count_src[c] = s->lay.count_src[c];
         p.count_size[c] = s->lay.count_size[c];
@@ -349,12 +351,19 @@ int kcap_gpu_capture(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *s
     return in_capture ? 2 : 0;
 }
 
-int kcap_gpu_own_function(const void *f)
+int kcap_gpu_own_kind(const void *f)
 {
     kring *r = g_ring;
-    return f && r && r->stage && (f == (const void *)r->stage || f == (const void *)r->gate ||
-                                  f == (const void *)r->ctl || f == (const void *)r->cmp);
+    if (!f || !r || !r->stage)
+        return 0;
+    if (f == (const void *)r->poison)
+        return 2;
+    if (f == (const void *)r->cmp)
+        return 3;
+    return f == (const void *)r->stage || f == (const void *)r->gate || f == (const void *)r->ctl;
 }
+
+int kcap_gpu_own_function(const void *f) { return kcap_gpu_own_kind(f) != 0; }
 
 /* Exit: let the drainer finish what the GPU has staged (bounded), then stop it. */
 void kcap_gpu_shutdown(int timeout_ms)

@@ -43,6 +43,9 @@ void kcap_gpu_set_shadow_sink(kcap_gpu_shadow_sink f);
 /* 1 when f (a CUfunction, e.g. from a graph kernel node's parameters) is one of libkcap's
  * own kernels (gate, staging, ring control, shadow compare): a graph's kcap nodes. */
 int kcap_gpu_own_function(const void *f);
+/* The same, by role: 0 not ours, 1 gate / staging / ring control, 2 shadow mode's poison
+ * kernel (the candidate's nodes follow it in a graph), 3 shadow mode's compare (they end). */
+int kcap_gpu_own_kind(const void *f);
 void kcap_gpu_atfork_child(void);
 
 #endif

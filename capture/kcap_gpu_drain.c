@@ -498,6 +498,8 @@ void *kcap_drainer_main(void *arg)
             got = 1;
         }
         kcap_settle_eager_drops(r);
+        if (now - last_read > (want ? KCAP_DEV_READ_ARMED_NS : KCAP_DEV_READ_IDLE_NS))
+            kcap_gpu_shadow_graph_settle(r); /* graph replays' compare totals */
         if (now - last_read > (want ? KCAP_DEV_READ_ARMED_NS : KCAP_DEV_READ_IDLE_NS)) {
             kring_dev h;
             if (!kcap_read_device(r, &h)) {

@@ -27,6 +27,9 @@
 #define KCAP_SITE_CHUNKS 1024 /* 1,048,576 sites: far beyond what a service captures */
 #define KCAP_ARGS_MAX 512 /* bytes of an args struct a site keeps (the descriptions' largest) */
 #define KCAP_STAGE_THREADS 512
+#define KCAP_GSLOT_CHUNK 256         /* shadow compare slots of graph sites, per chunk ... */
+#define KCAP_GSLOT_CHUNKS 64         /* ... 16,384 shadowed graph call sites at most */
+#define KCAP_GCAND_MAX (4ull << 30)  /* candidate buffers for graphs: beyond, not judged */
 #define KCAP_STAGE_BLOCKS_PER_SM 2   /* staging grid: enough loads in flight to stream rows */
 #define KCAP_STAGE_SMS_UNKNOWN 64    /* SM count assumed when the device does not say */
 #define KCAP_ONE_WARP 32             /* block of the one-thread kernels (gate, ring control) */
@@ -48,7 +51,7 @@
 #define KCAP_GRANT_IDLE_NS 100000000ull
 
 typedef struct {
-    unsigned long long ring, site, bell, outcome, cond;
+    unsigned long long ring, site, bell, outcome, cond, lost;
     unsigned long long count_src[KCAP_NCOUNTS];
     int count_size[KCAP_NCOUNTS];
     int ncounts;
@@ -113,6 +116,7 @@ typedef struct {
     kcmp_res t[KCAP_CMP_MAX];
     int divergent;
     unsigned int gen;
+    unsigned long long compared, diverged, lost; /* running totals (graph sites) */
 } kcmp_out;
 
 typedef struct {
@@ -143,13 +147,18 @@ typedef struct ksite {
     CUdeviceptr cand;       /* the candidate's outputs, then its workspace */
     size_t cand_cap;
     CUevent tev[4];         /* timing: production start, end; candidate start, end */
+    /* shadow mode in CUDA graphs: the compare's slot (result in gcmp_out) and what the
+       drainer has reported of its running totals; the candidate generation it runs */
+    int gslot;
+    unsigned long long seen_compared, seen_diverged, seen_lost;
+    unsigned long long cand_gen;
 } ksite;
 
 typedef struct kring {
     const kcap_cu *cu;
     CUcontext ctx;
     CUmodule mod;
-    CUfunction stage, gate, ctl, cmp;
+    CUfunction stage, gate, ctl, cmp, poison;
     int nblocks;                     /* staging grid: 2 blocks per SM */
     CUdeviceptr hdr;                 /* kring_dev */
     CUdeviceptr ctl_out;             /* 3 words written by kcap_ring_ctl */
@@ -161,6 +170,12 @@ typedef struct kring {
     volatile unsigned long long *outcome; /* pinned, mapped: [KCAP_EAGER_SITES] */
     volatile kcmp_out *cmp_out;      /* shadow compare results, pinned, mapped: [KCAP_EAGER_SITES] */
     CUdeviceptr cmp_dev;             /* kcmp_dev[KCAP_EAGER_SITES] */
+    /* shadow mode in CUDA graphs (kcap_gpu_shadow_graph.c): compare slots in chunks
+       (results in mapped host memory), the candidate buffers of each capture */
+    volatile kcmp_out *gcmp_out[KCAP_GSLOT_CHUNKS];
+    CUdeviceptr gcmp_dev[KCAP_GSLOT_CHUNKS];
+    int ngslots;
+    unsigned long long gcand_bytes;  /* candidate buffer bytes taken for graphs */
     void *bounce;                    /* pinned, KCAP_BOUNCE_BYTES */
     CUstream side;
     /* ring memory: set by the drainer (or the first eager call), read by callers */
@@ -187,6 +202,8 @@ typedef struct kring {
 extern pthread_mutex_t kcap_g_ring_lock; /* sites and ring creation */
 
 ksite *kcap_site(kring *r, int sid);
+/* One more site (caller holds kcap_g_ring_lock): its id, or -1 (none left, no memory). */
+int kcap_site_new(kring *r);
 CUdeviceptr kcap_site_dev(kring *r, int sid);
 /* Ring memory: allocate within the bound and the device's spare memory (0 ok, -1 none).
  * may_wait 0 (a host thread): give up at once if the drainer is busy with the memory. */
@@ -205,6 +222,23 @@ int kcap_eager_site_take(kring *r, int lowest);
 /* The drainer's hand-off of a settled shadowed site to the policy layer (kcap_gpu.h), with
  * the stream times of the production and candidate calls. */
 int kcap_gpu_shadow_report(kring *r, ksite *s, int verdict, kcap_snapshot *snap, kcap_snapshot *cand);
+/* Shadow mode (kcap_gpu_shadow.c), shared by the eager and graph paths: where each output of
+ * the candidate goes in its buffer (off[k]; *out_bytes of outputs; returns the whole need
+ * with its workspace); the compare's view of the outputs (-1: an output it cannot judge);
+ * a site's candidate args (outputs in cand) and layout with the candidate's outputs staged
+ * after the production ones. */
+size_t kcap_shadow_plan(const kcap_layout *lay, size_t cand_wsb, size_t *off, size_t *out_bytes);
+int kcap_shadow_cmp_view(const kcap_layout *lay, CUdeviceptr cand, const size_t *off, kcmp_args *ca);
+void kcap_shadow_site_args(ksite *s, const kcap_call_desc *d, const void *a, const kcap_layout *lay,
+                           CUdeviceptr cand, const size_t *off);
+CUresult kcap_shadow_poison_launch(kring *r, CUdeviceptr p, size_t bytes, CUstream st);
+/* The graph path (kcap_gpu_shadow_graph.c): a call in CUDA graph capture (kcap_gpu_shadow's
+ * contract), and the drainer's reading of the graph sites' running totals. */
+int kcap_gpu_shadow_graph(kring *r, kcap_slot *sl, const void *a, void *ws, size_t wsb, CUstream st,
+                          uint64_t seq, kcap_call_fn cand, size_t cand_wsb, uint64_t cand_gen,
+                          int *status_out, int *cand_failed);
+void kcap_gpu_shadow_graph_settle(kring *r);
+volatile kcmp_out *kcap_gslot_out(kring *r, int slot);
 /* The drainer thread (kcap_gpu_drain.c). */
 void *kcap_drainer_main(void *arg);
 /* Capture-mode switch around CUDA calls made while a host thread may be capturing. */

@@ -13,7 +13,8 @@
  * kernels that exit at once; the drainer (kcap_gpu_drain.c) settles them from the compare's
  * result and rebuilds divergent ones with both output sets.
  *
- * Calls inside CUDA graph capture are not shadowed by this version (counted as not judged).
+ * Calls inside CUDA graph capture take the same steps as graph nodes
+ * (kcap_gpu_shadow_graph.c); the helpers both paths share are here.
  */
 #include "kcap_gpu_int.h"
 
@@ -51,9 +52,21 @@ static size_t seg_span(const kseg *g)
     return (size_t)((last / n1) * g->s0 + (last % n1) * g->s1 + g->row_bytes);
 }
 
-/* The compare's view of each output (its dtype from the layout, replay's tolerance). */
-static int cmp_tensors(const kcap_layout *lay, CUdeviceptr cand, const size_t *off, kcmp_args *ca)
+size_t kcap_shadow_plan(const kcap_layout *lay, size_t cand_wsb, size_t *off, size_t *out_bytes)
 {
+    size_t need = 0;
+    for (int k = 0; k < lay->nout; k++) {
+        off[k] = need;
+        need += align_up(seg_span(&lay->seg_out[k]), KCAP_CAND_ALIGN);
+    }
+    *out_bytes = need;
+    return need + align_up(cand_wsb, KCAP_CAND_ALIGN);
+}
+
+int kcap_shadow_cmp_view(const kcap_layout *lay, CUdeviceptr cand, const size_t *off, kcmp_args *ca)
+{
+    if (lay->nout > KCAP_CMP_MAX || 2 * lay->nout > KCAP_MAX_SEGS)
+        return -1;
     for (int k = 0; k < lay->nout; k++) {
         const kseg *g = &lay->seg_out[k];
         kcap_dtype dt = (kcap_dtype)lay->seg_out_dtype[k];
@@ -78,6 +91,37 @@ static int cmp_tensors(const kcap_layout *lay, CUdeviceptr cand, const size_t *o
     return 0;
 }
 
+void kcap_shadow_site_args(ksite *s, const kcap_call_desc *d, const void *a, const kcap_layout *lay,
+                           CUdeviceptr cand, const size_t *off)
+{
+    /* the candidate's args: its outputs and workspace are ours */
+    memcpy(s->cargs, a, d->args_size);
+    for (int k = 0; k < lay->nout; k++) {
+        void *p = (void *)(uintptr_t)(cand + off[k]);
+        memcpy(s->cargs + d->args[lay->seg_out_arg[k]].offset, &p, sizeof p);
+    }
+    /* phase 1 stages the candidate's outputs too: static segments after the fixed part */
+    s->lay = *lay;
+    for (int k = 0; k < lay->nout; k++) {
+        kseg c = lay->seg_out[k];
+        c.src = cand + off[k];
+        c.dst_off = s->lay.fixed_bytes;
+        s->lay.fixed_bytes += (long long)align_up((size_t)(c.nrows * c.row_bytes), 16);
+        s->lay.seg_out[lay->nout + k] = c;
+        s->lay.seg_out_arg[lay->nout + k] = lay->seg_out_arg[k];
+    }
+    s->lay.nout = 2 * lay->nout;
+}
+
+CUresult kcap_shadow_poison_launch(kring *r, CUdeviceptr p, size_t bytes, CUstream st)
+{
+    unsigned long long dst = p, n = bytes;
+    void *params[] = {&dst, &n};
+    size_t want = (bytes / 16 + KCAP_CMP_THREADS - 1) / KCAP_CMP_THREADS;
+    unsigned blocks = want < 1 ? 1 : want > (size_t)r->nblocks ? (unsigned)r->nblocks : (unsigned)want;
+    return r->cu->cuLaunchKernel(r->poison, blocks, 1, 1, KCAP_CMP_THREADS, 1, 1, 0, st, params, NULL);
+}
+
 /* A site given back before anything of it reached the GPU's staging. */
 static void site_release(ksite *s)
 {
@@ -92,30 +136,36 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
     kcap_call_fn real = atomic_load(&sl->real);
     const kcap_call_desc *d = sl->desc;
     *cand_failed = 0;
-    if (!kcap_cfg()->gpu_async || d->args_size > KCAP_ARGS_MAX)
+    if (d->args_size > KCAP_ARGS_MAX)
         return 1;
-    kcap_layout *lay = malloc(sizeof *lay);
-    if (!lay || kcap_stage_layout(d, a, lay) || lay->nout > KCAP_CMP_MAX ||
-        2 * lay->nout > KCAP_MAX_SEGS) {
-        free(lay);
-        return 1;
-    }
     const kcap_cu *cu = kcap_cu_load(NULL);
     CUcontext ctx = NULL;
     kring *r = NULL;
     if (cu && cu->cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx)
         r = kcap_ring_of(cu, ctx);
-    if (!r || !r->cmp) {
+    if (!r || !r->cmp)
+        return 1;
+    CUstream st = (CUstream)stream;
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (cu->cuStreamIsCapturing(st, &cs) != CUDA_SUCCESS)
+        return 1;
+    if (cs == CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        return kcap_gpu_shadow_graph(r, sl, a, ws, wsb, st, seq, cand, cand_wsb,
+                                     (uint64_t)(uintptr_t)cand, status_out, cand_failed);
+    if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
+        return 1; /* a capture the host's error invalidated: run alone, as without shadow */
+    if (!kcap_cfg()->gpu_async)
+        return 1; /* KCAP_GPU_MODE=sync: eager device calls are not shadowed */
+    kcap_layout *lay = malloc(sizeof *lay);
+    kcmp_args ca;
+    memset(&ca, 0, sizeof ca);
+    size_t off[KCAP_MAX_SEGS], out_bytes = 0, need = 0;
+    /* a call the compare cannot judge is not judged (before a site is taken) */
+    if (!lay || kcap_stage_layout(d, a, lay) ||
+        (need = kcap_shadow_plan(lay, cand_wsb, off, &out_bytes), kcap_shadow_cmp_view(lay, 0, off, &ca))) {
         free(lay);
         return 1;
     }
-    size_t off[KCAP_MAX_SEGS], need = 0;
-    for (int k = 0; k < lay->nout; k++) {
-        off[k] = need;
-        need += align_up(seg_span(&lay->seg_out[k]), KCAP_CAND_ALIGN);
-    }
-    const size_t out_bytes = need;
-    need += align_up(cand_wsb, KCAP_CAND_ALIGN);
     if (!atomic_load(&r->base) && kcap_ring_alloc_mem(r, 0)) {
         atomic_fetch_add(&kcap_g_stats.dropped_ring_nomem, 1);
         *status_out = kcap_real(real, a, ws, wsb, stream);
@@ -158,10 +208,8 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
         if (e == CUDA_SUCCESS)
             s->cand_cap = need;
     }
-    kcmp_args ca;
-    memset(&ca, 0, sizeof ca);
-    if (s && e == CUDA_SUCCESS && cmp_tensors(lay, s->cand, off, &ca))
-        e = CUDA_ERROR_NOT_SUPPORTED;
+    if (s && e == CUDA_SUCCESS)
+        kcap_shadow_cmp_view(lay, s->cand, off, &ca); /* judged above: cannot fail now */
     if (!s || e != CUDA_SUCCESS) {
         if (s)
             site_release(s);
@@ -170,25 +218,8 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
         free(lay);
         return -1;
     }
-    /* the candidate's args: its outputs and workspace are ours */
-    memcpy(s->cargs, a, d->args_size);
-    for (int k = 0; k < lay->nout; k++) {
-        void *p = (void *)(uintptr_t)(s->cand + off[k]);
-        memcpy(s->cargs + d->args[lay->seg_out_arg[k]].offset, &p, sizeof p);
-    }
-    /* phase 1 stages the candidate's outputs too: static segments after the fixed part */
-    s->lay = *lay;
-    for (int k = 0; k < lay->nout; k++) {
-        kseg c = lay->seg_out[k];
-        c.src = s->cand + off[k];
-        c.dst_off = s->lay.fixed_bytes;
-        s->lay.fixed_bytes += (long long)align_up((size_t)(c.nrows * c.row_bytes), 16);
-        s->lay.seg_out[lay->nout + k] = c;
-        s->lay.seg_out_arg[lay->nout + k] = lay->seg_out_arg[k];
-    }
-    s->lay.nout = 2 * lay->nout;
+    kcap_shadow_site_args(s, d, a, lay, s->cand, off);
     free(lay);
-    CUstream st = (CUstream)stream;
     cu->cuEventRecord(s->tev[0], st); /* a failed record only loses this call's timing */
     int status = kcap_real(real, a, ws, wsb, stream);
     cu->cuEventRecord(s->tev[1], st);
@@ -199,7 +230,7 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
         atomic_fetch_add(&kcap_g_stats.skipped_invalid, 1);
         return -1;
     }
-    e = cu->cuMemsetD8Async(s->cand, 0xFF, out_bytes, st);
+    e = kcap_shadow_poison_launch(r, s->cand, out_bytes, st);
     void *cws = cand_wsb ? (void *)(uintptr_t)(s->cand + out_bytes) : NULL;
     cu->cuEventRecord(s->tev[2], st);
     int cst = e == CUDA_SUCCESS ? cand(s->cargs, cws, cand_wsb, stream) : KCAP_CALL_OK;

@@ -177,9 +177,9 @@ static int kgx_list(const kcap_cu *cu, CUgraph g, CUgraphNode node, int dir, CUg
     return -1;
 }
 
-/* Is this kernel node one of libkcap's (gate, staging)? Every version of the node parameters
- * starts with the CUfunction. */
-static int kgx_ours(const kcap_cu *cu, CUgraphNode node)
+/* What a kernel node is to libkcap (kcap_gpu_own_kind: 0 not ours, 1 ours, 2 shadow poison,
+ * 3 shadow compare). Every version of the node parameters starts with the CUfunction. */
+static int kgx_kind(const kcap_cu *cu, CUgraphNode node)
 {
     union {
         CUfunction func;
@@ -188,7 +188,7 @@ static int kgx_ours(const kcap_cu *cu, CUgraphNode node)
     memset(&p, 0, sizeof p);
     CUresult e = cu->cuGraphKernelNodeGetParams_v2 ? cu->cuGraphKernelNodeGetParams_v2(node, &p)
                                                    : cu->cuGraphKernelNodeGetParams_v1(node, &p);
-    return e == CUDA_SUCCESS && kcap_gpu_own_function((const void *)p.func);
+    return e == CUDA_SUCCESS ? kcap_gpu_own_kind((const void *)p.func) : 0;
 }
 
 /* Node types whose clone is the same operation on the same objects. Not: memory allocation
@@ -257,23 +257,71 @@ done:
     return rc;
 }
 
-/* kcap kernel nodes in g; -1 when g holds a node type kgx_clonable refuses or cannot be read */
+static int kgx_node_kind(const kcap_cu *cu, CUgraphNode x)
+{
+    CUgraphNodeType t;
+    if (cu->cuGraphNodeGetType(x, &t) != CUDA_SUCCESS || !kgx_clonable(t))
+        return -1;
+    return t == CU_GRAPH_NODE_TYPE_KERNEL ? kgx_kind(cu, x) : 0;
+}
+
+/* Add to mine[*m] the nodes after shadow poison node p up to (not including) its compare:
+ * the candidate's (kcap_gpu_shadow_graph.c). -1 when a path from p ends, or meets another
+ * kcap node, before a compare: not the shape shadow mode leaves, so no twin. */
+static int kgx_between(const kcap_cu *cu, CUgraphNode p, CUgraphNode *mine, size_t *m, size_t cap)
+{
+    CUgraphNode *stack = calloc(cap + 1, sizeof *stack);
+    size_t top = 0;
+    int rc = stack ? 0 : -1;
+    if (stack)
+        stack[top++] = p;
+    while (!rc && top) {
+        CUgraphNode x = stack[--top], *next = NULL;
+        size_t nn = 0;
+        if (kgx_list(cu, NULL, x, 1, &next, &nn) || !nn) {
+            rc = -1; /* unreadable, or a sink before any compare */
+            break;
+        }
+        for (size_t j = 0; j < nn && !rc; j++) {
+            int k = kgx_node_kind(cu, next[j]);
+            if (k == 3 || kgx_has(mine, *m, next[j]))
+                continue; /* the compare closes the path; a node already taken */
+            if (k != 0 || *m >= cap || top >= cap)
+                rc = -1; /* another kcap node inside, or more nodes than the graph has */
+            else
+                mine[(*m)++] = stack[top++] = next[j];
+        }
+        free(next);
+    }
+    free(stack);
+    return rc;
+}
+
+/* kcap's nodes in g — its kernels and, in shadow mode, the candidate's nodes between each
+ * poison and compare pair — cut out of g when `cut`. Their number, or -1 when g holds a node
+ * type kgx_clonable refuses, cannot be read, or has shadow nodes of an unexpected shape. */
 static int kgx_count(const kcap_cu *cu, CUgraph g, int cut)
 {
-    CUgraphNode *v;
-    size_t n;
+    CUgraphNode *v, *mine;
+    size_t n, m = 0;
     if (kgx_list(cu, g, NULL, 0, &v, &n))
         return -1;
-    int ours = 0;
-    for (size_t i = 0; i < n && ours >= 0; i++) {
-        CUgraphNodeType t;
-        if (cu->cuGraphNodeGetType(v[i], &t) != CUDA_SUCCESS || !kgx_clonable(t))
-            ours = -1;
-        else if (t == CU_GRAPH_NODE_TYPE_KERNEL && kgx_ours(cu, v[i]))
-            ours = cut && kgx_cut(cu, g, v[i]) ? -1 : ours + 1;
+    int rc = (mine = calloc(n + 1, sizeof *mine)) ? 0 : -1;
+    for (size_t i = 0; i < n && !rc; i++) {
+        int k = kgx_node_kind(cu, v[i]);
+        if (k < 0) {
+            rc = -1;
+        } else if (k > 0 && !kgx_has(mine, m, v[i])) {
+            mine[m++] = v[i];
+            if (k == 2)
+                rc = kgx_between(cu, v[i], mine, &m, n);
+        }
     }
+    for (size_t i = 0; i < m && !rc && cut; i++)
+        rc = kgx_cut(cu, g, mine[i]);
     free(v);
-    return ours;
+    free(mine);
+    return rc ? -1 : (int)m;
 }
 
 /* The twin of graph: NULL with *why NULL when it holds no kcap node, NULL with a reason when
@@ -283,7 +331,7 @@ static CUgraphExec kgx_twin(const kcap_cu *cu, CUgraph graph, unsigned long long
 {
     *nk = kgx_count(cu, graph, 0);
     *why = *nk < 0 ? "it holds a node a copy may not reproduce (memory allocation, conditional, "
-                     "child graph) or could not be read" : NULL;
+                     "child graph), shadow nodes of an unexpected shape, or could not be read" : NULL;
     if (*nk <= 0)
         return NULL;
     CUgraph clone = NULL;

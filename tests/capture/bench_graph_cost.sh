@@ -2,8 +2,8 @@
 # bench_graph_cost.sh — what libkcap costs a service whose verify calls run inside CUDA graphs
 # (issue 15 item 7: target ≤ 1 µs per hooked call while disarmed), GPU time only: one graph of
 # LAYERS calls replayed behind a spin kernel that hides the host's submission
-# (graph_cost.py), bare, with libkcap dormant (its nodes in the graph, disarmed), dormant with
-# clean graph twins (KCAP_GRAPH_TWINS=1), shadowing with the production library as candidate
+# (graph_cost.py), bare, with libkcap dormant (the default: the clean twin of the graph is
+# launched), dormant without twins (KCAP_GRAPH_TWINS=0: kcap's disarmed nodes run), shadowing with the production library as candidate
 # (every call agrees, nothing staged), and shadowing switched off by `kcap shadow PID --off`
 # after the graph was captured. Each line: per-call µs and the difference to bare.
 . "$(dirname "$0")/lib.sh"
@@ -23,7 +23,7 @@ for shape in ${GRAPH_COST_SHAPES:-1,8,2,512 4,16,4,1024 8,8,16,4096}; do
             "$(awk -v a="$v" -v b="$base" 'BEGIN { print a - b }')"
     }
     row dormant KCAP_DORMANT=1
-    row twins KCAP_DORMANT=1 KCAP_GRAPH_TWINS=1
+    row no-twins KCAP_DORMANT=1 KCAP_GRAPH_TWINS=0
     row shadow KCAP_SHADOW="$CUDALIB"
     # shadow on while the graph is captured, then switched off from outside
     rm -f "$T/go" "$T/ready"
@@ -31,11 +31,11 @@ for shape in ${GRAPH_COST_SHAPES:-1,8,2,512 4,16,4,1024 8,8,16,4096}; do
         >"$T/off.json" 2>"$T/err" &
     pid=$!
     for _ in $(seq 300); do [ -e "$T/ready" ] && break; sleep 0.1; done
-    "$KCAP" shadow "$pid" --off >/dev/null 2>&1 || echo "kcap shadow --off failed"
+    "$KCAP" shadow "$pid" --off >"$T/offcmd" 2>&1 || { echo "kcap shadow --off failed:"; cat "$T/offcmd"; }
     touch "$T/go"
     wait "$pid"
     v=$(per_call <"$T/off.json"); [ -n "$v" ] || { cat "$T/err"; v=nan; }
     printf '[%s] %-10s %8.3f us/call  %+7.3f us/call vs bare\n' "$shape" shadow-off "$v" \
         "$(awk -v a="$v" -v b="$base" 'BEGIN { print a - b }')"
-    rm -rf "$T"/dormant "$T"/twins "$T"/shadow "$T"/off
+    rm -rf "$T"/dormant "$T"/no-twins "$T"/shadow "$T"/off
 done

@@ -29,7 +29,7 @@ typedef struct { int alive, graph, label; CUgraphNodeType type; CUfunction func;
 typedef struct { int alive; int from, to; uint64_t data; } fedge;
 typedef struct { int alive, origin; } fgraph;
 typedef struct { int alive, origin; unsigned long long flags; } fexec;
-typedef struct { int kcap, labels, empty; unsigned char has[NLAB], reach[NLAB][NLAB]; } snap;
+typedef struct { int kcap, labels, empty, stray; unsigned char has[NLAB], reach[NLAB][NLAB]; } snap;
 
 static fnode N[FN_MAX];
 static fedge E[FE_MAX];
@@ -44,7 +44,7 @@ static snap g_snap; /* what the last twin instantiation held */
 static CUcontext g_ctx = (CUcontext)0x1000;
 static kcap_cu g_cu;
 static int g_cu_on = 1;
-static char own_fns[3], host_fns[8];
+static char own_fns[5], host_fns[8]; /* own_fns[3]: shadow poison, [4]: shadow compare */
 
 static void fk_enter(void)
 {
@@ -144,6 +144,7 @@ static void snap_graph(int g, snap *s)
             continue;
         s->kcap += N[i].type == CU_GRAPH_NODE_TYPE_KERNEL && kcap_gpu_own_function(N[i].func);
         s->empty += N[i].type == CU_GRAPH_NODE_TYPE_EMPTY && !N[i].label;
+        s->stray += N[i].type != CU_GRAPH_NODE_TYPE_EMPTY && !N[i].label; /* kcap's or a candidate's */
         if (!N[i].label)
             continue;
         s->has[N[i].label] = 1;
@@ -392,6 +393,10 @@ const kcap_cu *kcap_cu_load(const char **why)
 int kcap_gpu_own_function(const void *f)
 {
     return f && (const char *)f >= own_fns && (const char *)f < own_fns + sizeof own_fns;
+}
+int kcap_gpu_own_kind(const void *f)
+{
+    return f == (const void *)(own_fns + 3) ? 2 : f == (const void *)(own_fns + 4) ? 3 : kcap_gpu_own_function(f);
 }
 
 #endif

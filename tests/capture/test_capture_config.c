@@ -99,7 +99,7 @@ int main(void)
     TK_CHECK(kcap_config_parse(&c, get, &e3, why, sizeof why) == 0, "%s", why);
     for (int i = 0; i < 100; i++)
         TK_CHECK(kcap_config_selects(&c, (uint64_t)i) == 1, "default selects all (%d)", i);
-    TK_CHECK(c.graph_twins == 0, "clean graph twins off by default (opt-in)");
+    TK_CHECK(c.graph_twins == 1, "clean graph twins on by default");
     uint64_t u;
     TK_CHECK(kcap_parse_bytes("1k", &u) == 0 && u == 1024, "1k");
     TK_CHECK(kcap_parse_bytes("17", &u) == 0 && u == 17, "17");

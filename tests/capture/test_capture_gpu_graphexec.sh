@@ -5,7 +5,7 @@
 # the client's outputs are bitwise those of a run without libkcap. Then `kcap arm --count 2`
 # after the capture: the 2 snapshots still come from the graph captured earlier (the
 # instrumented exec runs once armed), the replays after the count is used run the twin
-# again, and the outputs are again those of a bare run (KCAP_GRAPH_TWINS=1: twins are opt-in).
+# again, and the outputs are again those of a bare run (twins are on by default).
 # KCAP_GRAPH_TWINS=0 makes no twin.
 . "$(dirname "$0")/lib.sh"
 need_gpu_client "$SNAPCMP"
@@ -14,7 +14,7 @@ stat_of() { sed -n "s/.*stats:.* $1=\([0-9]*\).*/\1/p" "$2" | tail -1; }
 
 mkdir -p "$T/ref" "$T/dcap"
 $C --mode graph -n 5 --seed 11 --dump "$T/ref" || fail "graph without preload"
-with_kcap KCAP_DIR="$T/d" KCAP_DORMANT=1 KCAP_GRAPH_TWINS=1 KCAP_LOG=info -- $C --mode graph -n 5 --seed 11 --dump "$T/dcap" \
+with_kcap KCAP_DIR="$T/d" KCAP_DORMANT=1 KCAP_LOG=info -- $C --mode graph -n 5 --seed 11 --dump "$T/dcap" \
     2>"$T/d.err" || { cat "$T/d.err"; fail "dormant graph under libkcap"; }
 same_outputs "$T/ref" "$T/dcap" && ok "dormant: outputs bitwise those of a bare run" || fail "dormant outputs differ"
 [ "$(count_h5 "$T/d")" = 0 ] && ok "dormant: nothing captured" || fail "dormant: $(count_h5 "$T/d") snapshots"

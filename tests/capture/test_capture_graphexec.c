@@ -17,7 +17,7 @@
 #include "testkit.h"
 
 /* ---- building graphs ----------------------------------------------------------------------- */
-static CUfunction KF(int i) { return (CUfunction)&own_fns[i % 3]; }  /* a kcap kernel */
+static CUfunction KF(int i) { return (CUfunction)&own_fns[i % 5]; }  /* a kcap kernel (3: shadow poison, 4: compare) */
 static CUfunction HF(int i) { return (CUfunction)&host_fns[i % 8]; } /* a host kernel */
 
 static int mk(int g, CUgraphNodeType t, CUfunction f, int label, const int *deps, int nd)
@@ -57,6 +57,32 @@ static int chain_graph(void)
     return g;
 }
 
+/* shadow mode's nodes of two hooked calls between host kernels (kcap_gpu_shadow_graph.c):
+ * h1 -> poison -> c -> c' -> compare -> gate -> stage -> stage -> h2 -> poison -> c -> compare
+ * -> gate -> stage -> stage -> h3, the c nodes being the candidate's kernels (not kcap's
+ * functions, no label: they must go too). `open`: the second poison's path ends in a host node
+ * without a compare. */
+static int shadow_graph(int open)
+{
+    int g = graph_new(-1), prev = mk(g, CU_GRAPH_NODE_TYPE_KERNEL, HF(1), 1, NULL, 0);
+    for (int site = 0; site < 2; site++) {
+        int p = mk(g, CU_GRAPH_NODE_TYPE_KERNEL, KF(3), 0, &prev, 1);
+        int c = mk(g, CU_GRAPH_NODE_TYPE_KERNEL, HF(5), 0, &p, 1);
+        if (site == 0)
+            c = mk(g, CU_GRAPH_NODE_TYPE_MEMSET, NULL, 0, &c, 1);
+        if (open && site == 1) {
+            prev = mk(g, CU_GRAPH_NODE_TYPE_KERNEL, HF(3), 3, &c, 1);
+            return g;
+        }
+        int q = mk(g, CU_GRAPH_NODE_TYPE_KERNEL, KF(4), 0, &c, 1);
+        int k = mk(g, CU_GRAPH_NODE_TYPE_KERNEL, KF(0), 0, &q, 1);
+        k = mk(g, CU_GRAPH_NODE_TYPE_KERNEL, KF(1), 0, &k, 1);
+        k = mk(g, CU_GRAPH_NODE_TYPE_KERNEL, KF(1), 0, &k, 1);
+        prev = mk(g, CU_GRAPH_NODE_TYPE_KERNEL, HF(2 + site), 2 + site, &k, 1);
+    }
+    return g;
+}
+
 /* a failure somewhere: no twin, nothing leaked, the host's exec launched */
 static void expect_no_twin(int g, unsigned long long flags, const char *what)
 {
@@ -66,6 +92,17 @@ static void expect_no_twin(int g, unsigned long long flags, const char *what)
     TK_CHECK(twin_of(x) == x && graphs_alive() == ga && execs_alive() == xa + 1,
              "%s: no twin, no graph or exec left behind (graphs %d -> %d, execs %d -> %d, inst %d -> %d)",
              what, ga, graphs_alive(), xa + 1, execs_alive(), inst, n_inst);
+}
+
+static void test_shadow_twin(void)
+{
+    int g = shadow_graph(0);
+    void *x = host_exec(g, 0);
+    kcap_graphexec_instantiated(x, GH(g), 1, 0);
+    TK_CHECK(twin_of(x) != x && twin_ok(g) && g_snap.stray == 0 && g_snap.labels == 3,
+             "shadow nodes: the twin keeps h1 < h2 < h3 and none of kcap's or the candidate's nodes "
+             "(stray %d)", g_snap.stray);
+    expect_no_twin(shadow_graph(1), 0, "a poison node whose path ends without a compare");
 }
 
 static void test_twins(void)
@@ -253,7 +290,7 @@ static void test_random(void)
                     deps[nd++] = d;
             }
             int ours = tk_int(&r, 3) == 0;
-            nodes[n++] = mk(g, CU_GRAPH_NODE_TYPE_KERNEL, ours ? KF(i) : HF(i), ours ? 0 : label++, deps, nd);
+            nodes[n++] = mk(g, CU_GRAPH_NODE_TYPE_KERNEL, ours ? KF(i % 3) : HF(i), ours ? 0 : label++, deps, nd);
         }
         snap o;
         snap_graph(g, &o);
@@ -373,6 +410,7 @@ int main(void)
     kcap_log_level = KCAP_LOG_QUIET;
     fake_full();
     test_twins();
+    test_shadow_twin();
     test_per_thread();
     test_shapes();
     test_failures();

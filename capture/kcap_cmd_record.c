@@ -7,6 +7,7 @@
  * CMD: no wrapper process remains, signals reach CMD directly, and its exit status is ours.
  */
 #include "kcap_config.h"
+#include "kcap_compare.h"  /* replay/: the default tolerances */
 #include "kcap_snapshot.h" /* formats/: kcap_mkdir_private */
 #include "kcap_cli.h"
 
@@ -22,6 +23,7 @@ static void record_usage(FILE *f)
     fprintf(f,
             "usage: kcap record -o DIR [--calls R] [--every N] [--tags T] [--max N] [--max-bytes B]\n"
             "                   [--dormant] [--queue-bytes B] [--log quiet|warn|info]\n"
+            "                   [--shadow CAND [--atol A] [--rtol R] [--lse-atol A] [--lse-rtol R]]\n"
             "                   [--lib PATH] -- CMD ARGS...\n"
             "  -o DIR          write snapshots into DIR (created 0700)\n"
             "  --calls R       call numbers to capture, e.g. 0-9,100 (0-based)\n"
@@ -29,6 +31,11 @@ static void record_usage(FILE *f)
             "  --tags T        only calls the host tagged so (kcap_tag), e.g. layer=0-3;step=5\n"
             "  --shadow CAND   shadow mode: run the candidate library CAND.so beside each\n"
             "                  selected call and keep only the calls where it disagrees\n"
+            "  --atol A, --rtol R\n"
+            "                  shadow mode's tolerance of bf16/fp16 outputs, as kcap replay's\n"
+            "                  (default %g, %g)\n"
+            "  --lse-atol A, --lse-rtol R\n"
+            "                  the same of fp32 outputs (lse) (default %g, %g)\n"
             "  --max N         stop after N snapshots\n"
             "  --max-bytes B   stop accepting snapshots past B bytes (K/M/G suffixes)\n"
             "  --dormant       start dormant; arm later with `kcap arm PID`\n"
@@ -40,7 +47,8 @@ static void record_usage(FILE *f)
             "                  otherwise, and the KCAP_* settings are printed before CMD starts\n"
             "  -h, --help      this text\n"
             "Options end at \"--\" or at the first word that is not an option (CMD).\n"
-            "CMD runs with LD_PRELOAD=libkcap.so; kcap exits with CMD's status.\n");
+            "CMD runs with LD_PRELOAD=libkcap.so; kcap exits with CMD's status.\n",
+            KCAP_CMP_ATOL_BF16, KCAP_CMP_RTOL_BF16, KCAP_CMP_ATOL_F32, KCAP_CMP_RTOL_F32);
 }
 
 /* libkcap.so next to this kcap: <build>/lib for a build tree, <prefix>/lib installed. */
@@ -60,6 +68,8 @@ static int find_asan_runtime(struct dl_phdr_info *info, size_t size, void *out)
     }
     return 0;
 }
+
+enum { O_TOL = 256 }; /* --atol ...: O_TOL + KCAP_TOL_* */
 
 /* One option's value, checked with libkcap's own parsers and put into its KCAP_* variable;
  * 0, or 2 after a message. */
@@ -115,6 +125,20 @@ static int record_setting(int ch, const char *v)
         setenv(ch == 'B' ? "KCAP_MAX_BYTES" : "KCAP_QUEUE_BYTES", v, 1);
         return 0;
     }
+    case O_TOL + KCAP_TOL_ATOL:
+    case O_TOL + KCAP_TOL_RTOL:
+    case O_TOL + KCAP_TOL_LSE_ATOL:
+    case O_TOL + KCAP_TOL_LSE_RTOL: {
+        double d;
+        const kcap_tol_name *t = &kcap_tol_names[ch - O_TOL];
+        if (kcap_parse_tol(v, &d)) {
+            kcap_cli_usage_error("record", "%s '%s' is not a non-negative finite number", t->flag,
+                                 v);
+            return 2;
+        }
+        setenv(t->env, v, 1);
+        return 0;
+    }
     default: /* 'L', --log */
         if (strcmp(v, "quiet") && strcmp(v, "warn") && strcmp(v, "info")) {
             kcap_cli_usage_error("record", "--log '%s' is not quiet, warn or info", v);
@@ -134,9 +158,13 @@ int kcap_cmd_record(int argc, char **argv)
         {"log", required_argument, 0, 'L'},        {"lib", required_argument, 0, 'l'},
         {"dormant", no_argument, 0, 'd'},          {"tags", required_argument, 0, 't'},
         {"shadow", required_argument, 0, 'S'},
+        {"atol", required_argument, 0, O_TOL + KCAP_TOL_ATOL},
+        {"rtol", required_argument, 0, O_TOL + KCAP_TOL_RTOL},
+        {"lse-atol", required_argument, 0, O_TOL + KCAP_TOL_LSE_ATOL},
+        {"lse-rtol", required_argument, 0, O_TOL + KCAP_TOL_LSE_RTOL},
         KCAP_CLI_COMMON_OPTS};
     const char *dir = NULL, *lib = NULL;
-    int verbosity = KCAP_NORMAL, log_given = 0, ch;
+    int verbosity = KCAP_NORMAL, log_given = 0, tol_given = 0, ch;
     optind = 0;
     /* "+": options stop at CMD, whose own options are its business */
     while ((ch = kcap_cli_getopt("record", argc, argv, "+o:" KCAP_CLI_COMMON_SHORT, lo)) != -1) {
@@ -162,7 +190,12 @@ int kcap_cmd_record(int argc, char **argv)
         case 'B':
         case 'Q':
         case 'L':
+        case O_TOL + KCAP_TOL_ATOL:
+        case O_TOL + KCAP_TOL_RTOL:
+        case O_TOL + KCAP_TOL_LSE_ATOL:
+        case O_TOL + KCAP_TOL_LSE_RTOL:
             log_given |= ch == 'L';
+            tol_given |= ch >= O_TOL;
             if (record_setting(ch, optarg))
                 return 2;
             break;
@@ -171,6 +204,11 @@ int kcap_cmd_record(int argc, char **argv)
     }
     if (!log_given && verbosity != KCAP_NORMAL)
         setenv("KCAP_LOG", verbosity == KCAP_QUIET ? "quiet" : "info", 1);
+    if (tol_given && !getenv("KCAP_SHADOW")) {
+        kcap_cli_usage_error("record", "--atol, --rtol, --lse-atol and --lse-rtol are shadow "
+                             "mode's tolerances: give --shadow CAND.so too");
+        return 2;
+    }
     if (!dir) {
         kcap_cli_usage_error("record", "-o DIR is required");
         return 2;

@@ -1,15 +1,18 @@
 /*
- * kcap_cmd_shadow.c — `kcap shadow PID CAND.so [--force] | --off | --status`: start or swap
- * the candidate kernel of a process running in shadow mode (KCAP_SHADOW / kcap record
- * --shadow), stop it, or print its live summary — without restarting the process.
+ * kcap_cmd_shadow.c — `kcap shadow PID CAND.so [--force] [--atol A ...] | --off | --status`:
+ * start or swap the candidate kernel of a process running in shadow mode (KCAP_SHADOW /
+ * kcap record --shadow), stop it, or print its live summary — without restarting the process.
  *
  * A new candidate is first replayed (`kcap replay`, a process of its own) against the
  * snapshots already in the capture directory — the divergences shadow mode kept, golden
  * cases copied there — and refused when it fails them, unless --force: a candidate that
  * crashes or corrupts the CUDA context cannot be contained inside the service, so the
- * offline gate is the guard. The request itself goes through the control channel of
- * `kcap arm` (kcap_arm_client.c) with the candidate's absolute path; the process loads a
- * private copy, so a library rebuilt at the same path is really the new code.
+ * offline gate is the guard. The gate judges with the tolerances the process will use: each
+ * one given (--atol ...), else the process's KCAP_SHADOW_ATOL ..., else replay's default.
+ * The request itself goes through the control channel of `kcap arm` (kcap_arm_client.c):
+ * "shadow [atol=A ...] /abs/CAND.so", only the tolerances given (the process takes its
+ * configured ones for the rest, so without them the request is the one older libkcaps
+ * know); the process loads a private copy, so a library rebuilt in place is really new code.
  */
 #include "kcap_arm_client.h"
 #include "kcap_cli.h"
@@ -24,14 +27,22 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* The longest command a request may carry (kcap_arm.c reads one line of up to 399). */
+#define KCAP_SHADOW_REQUEST_MAX 399
+
 static int usage(FILE *f)
 {
-    fprintf(f, "usage: kcap shadow PID CAND.so [--force] | --off | --status  [--dir DIR] [--timeout SEC]\n"
+    fprintf(f, "usage: kcap shadow PID CAND.so [--force] [--atol A] [--rtol R] [--lse-atol A]\n"
+               "                   [--lse-rtol R] | --off | --status  [--dir DIR] [--timeout SEC]\n"
                "  swaps the candidate kernel of a process started in shadow mode (KCAP_SHADOW,\n"
                "  kcap record --shadow), stops shadow mode, or prints its live summary.\n"
                "  A new candidate must first pass `kcap replay` on the snapshots in the\n"
                "  process's capture directory (DIR, default its KCAP_DIR).\n"
                "  --force            arm a candidate that fails those snapshots anyway\n"
+               "  --atol A, --rtol R, --lse-atol A, --lse-rtol R\n"
+               "                     the tolerances the new candidate is judged with, live and by\n"
+               "                     the replay first (kcap replay's options); one not given is\n"
+               "                     the process's own (KCAP_SHADOW_ATOL ..., else replay's)\n"
                "  --timeout SEC      wait this long for the process's answer (default 5)\n"
                "  -q, --quiet        print nothing when the process confirmed (errors only)\n"
                "  -v, --verbose      also say where the request went and show the replay\n"
@@ -53,9 +64,26 @@ static int has_snapshots(const char *dir)
     return found;
 }
 
-/* `kcap replay DIR --kernel CAND --ref none` in a child: its exit status (-1: not run). */
-static int replay_gate(const char *dir, const char *cand, int verbose)
+/* v as the shortest decimal that reads back as the same double. */
+static void tol_text(char *b, size_t n, double v)
 {
+    for (int p = 1; p <= 17; p++) {
+        snprintf(b, n, "%.*g", p, v);
+        if (strtod(b, NULL) == v)
+            return;
+    }
+}
+
+/* `kcap replay DIR --kernel CAND --ref none [--atol A ...]` in a child, with each tolerance
+ * of tol[] that is not "": its exit status (-1: not run). */
+static int replay_gate(const char *dir, const char *cand, char tol[KCAP_NTOL][32], int verbose)
+{
+    const char *argv[8 + 2 * KCAP_NTOL] = {"kcap", "replay", dir, "--kernel", cand, "--ref",
+                                           "none"};
+    int n = 7;
+    for (int k = 0; k < KCAP_NTOL; k++)
+        if (tol[k][0])
+            argv[n++] = kcap_tol_names[k].flag, argv[n++] = tol[k];
     pid_t p = fork();
     if (p < 0)
         return -1;
@@ -63,8 +91,7 @@ static int replay_gate(const char *dir, const char *cand, int verbose)
         if (!verbose) {
             freopen("/dev/null", "w", stdout);
         }
-        execl("/proc/self/exe", "kcap", "replay", dir, "--kernel", cand, "--ref", "none",
-              (char *)NULL);
+        execv("/proc/self/exe", (char *const *)argv);
         _exit(127);
     }
     int st = 0;
@@ -75,11 +102,18 @@ static int replay_gate(const char *dir, const char *cand, int verbose)
 
 int kcap_cmd_shadow(int argc, char **argv)
 {
+    enum { O_TOL = 256 }; /* --atol ...: O_TOL + KCAP_TOL_* */
     static const struct option lo[] = {
         {"off", no_argument, 0, 'O'},       {"status", no_argument, 0, 'S'},
         {"force", no_argument, 0, 'F'},     {"dir", required_argument, 0, 'D'},
-        {"timeout", required_argument, 0, 'W'}, KCAP_CLI_COMMON_OPTS};
-    int off = 0, status = 0, force = 0, verbosity = KCAP_NORMAL, ch;
+        {"timeout", required_argument, 0, 'W'},
+        {"atol", required_argument, 0, O_TOL + KCAP_TOL_ATOL},
+        {"rtol", required_argument, 0, O_TOL + KCAP_TOL_RTOL},
+        {"lse-atol", required_argument, 0, O_TOL + KCAP_TOL_LSE_ATOL},
+        {"lse-rtol", required_argument, 0, O_TOL + KCAP_TOL_LSE_RTOL}, KCAP_CLI_COMMON_OPTS};
+    int off = 0, status = 0, force = 0, verbosity = KCAP_NORMAL, ch, ntol = 0;
+    int tol_given[KCAP_NTOL] = {0};
+    double tol[KCAP_NTOL] = {0};
     uint64_t wait_s = 5, u;
     const char *dir = NULL;
     optind = 0;
@@ -99,6 +133,18 @@ int kcap_cmd_shadow(int argc, char **argv)
             break;
         case 'q':
         case 'v': kcap_cli_verbosity(ch, &verbosity); break;
+        case O_TOL + KCAP_TOL_ATOL:
+        case O_TOL + KCAP_TOL_RTOL:
+        case O_TOL + KCAP_TOL_LSE_ATOL:
+        case O_TOL + KCAP_TOL_LSE_RTOL:
+            if (kcap_parse_tol(optarg, &tol[ch - O_TOL])) {
+                kcap_cli_usage_error("shadow", "%s '%s' is not a non-negative finite number",
+                                     kcap_tol_names[ch - O_TOL].flag, optarg);
+                return 2;
+            }
+            ntol += !tol_given[ch - O_TOL];
+            tol_given[ch - O_TOL] = 1;
+            break;
         default: return 2;
         }
     }
@@ -112,6 +158,11 @@ int kcap_cmd_shadow(int argc, char **argv)
     const char *cand = nargs >= 2 ? argv[optind + 1] : NULL;
     if (nargs > 2 || off + status + (cand != NULL) != 1) {
         fprintf(stderr, "kcap shadow: give exactly one of CAND.so, --off, --status\n");
+        return 2;
+    }
+    if (ntol && !cand) {
+        fprintf(stderr, "kcap shadow: --atol, --rtol, --lse-atol and --lse-rtol go with a new "
+                        "CAND.so (the tolerances it is judged with)\n");
         return 2;
     }
     char cmd[PATH_MAX + 16];
@@ -128,6 +179,27 @@ int kcap_cmd_shadow(int argc, char **argv)
                             "most)\n", abs);
             return 1;
         }
+        /* the tolerances of the gate: given, else the process's own, else replay's default
+         * (tols[k] ""); the request carries the given ones as terms "atol=A " */
+        char tols[KCAP_NTOL][32] = {{0}}, terms[KCAP_NTOL * 48] = "", flags[KCAP_NTOL * 48] = "";
+        for (int k = 0; k < KCAP_NTOL; k++) {
+            char env[64];
+            double v = tol[k];
+            if (!tol_given[k] && (kcap_env_of_pid(pid, kcap_tol_names[k].env, env, sizeof env) ||
+                                  !env[0] || kcap_parse_tol(env, &v)))
+                continue;
+            tol_text(tols[k], sizeof tols[k], v);
+            snprintf(flags + strlen(flags), sizeof flags - strlen(flags), " %s %s",
+                     kcap_tol_names[k].flag, tols[k]);
+            if (tol_given[k])
+                snprintf(terms + strlen(terms), sizeof terms - strlen(terms), "%s=%s ",
+                         kcap_tol_names[k].key, tols[k]);
+        }
+        if (strlen(terms) + strlen(abs) > KCAP_SHADOW_REQUEST_MAX - 7) {
+            fprintf(stderr, "kcap shadow: %s with those tolerances makes a request too long "
+                            "(%d characters at most)\n", abs, KCAP_SHADOW_REQUEST_MAX);
+            return 1;
+        }
         char d[PATH_MAX];
         if (dir)
             snprintf(d, sizeof d, "%s", dir);
@@ -138,18 +210,18 @@ int kcap_cmd_shadow(int argc, char **argv)
                 printf("kcap shadow: no snapshots in %s to replay the candidate against first\n",
                        d[0] ? d : "(unknown KCAP_DIR)");
         } else {
-            int rc = replay_gate(d, abs, verbosity == KCAP_VERBOSE);
+            int rc = replay_gate(d, abs, tols, verbosity == KCAP_VERBOSE);
             if (rc && !force) {
                 fprintf(stderr, "kcap shadow: %s fails the snapshots in %s (kcap replay exit %d: "
-                                "run `kcap replay %s --kernel %s` to see where); not armed "
-                                "(--force arms it anyway)\n", abs, d, rc, d, abs);
+                                "run `kcap replay %s --kernel %s%s` to see where); not armed "
+                                "(--force arms it anyway)\n", abs, d, rc, d, abs, flags);
                 return 1;
             }
             if (verbosity != KCAP_QUIET)
-                printf("kcap shadow: %s %s the snapshots in %s\n", abs,
-                       rc ? "fails (--force)" : "passes", d);
+                printf("kcap shadow: %s %s the snapshots in %s%s%s\n", abs,
+                       rc ? "fails (--force)" : "passes", d, flags[0] ? " with" : "", flags);
         }
-        snprintf(cmd, sizeof cmd, "shadow %s", abs);
+        snprintf(cmd, sizeof cmd, "shadow %s%s", terms, abs);
     }
     return kcap_arm_send("kcap shadow", pid, dir, "KCAP_SHADOW", cmd, wait_s, verbosity);
 }

@@ -4,15 +4,18 @@
  * A preloaded library cannot report errors to anyone but stderr, and it must never take a
  * host down because of a typo: every variable is checked strictly here (no silent atoi),
  * and the first bad one becomes one sentence that the caller logs once before switching
- * capture off. The parsers are also used by `kcap record` so the CLI rejects the same
- * values up front. Pure code: no I/O, no globals, unit-tested by tests/capture/test_config.c.
+ * capture off. The parsers are also used by `kcap record` and `kcap shadow` so the CLI
+ * rejects the same values up front. Pure code: no mutable state, unit-tested by
+ * tests/capture/test_capture_config.c.
  */
 #include "kcap_config.h"
-#include "kcap_error.h" /* common/ */
+#include "kcap_compare.h" /* replay/: the default tolerances (macros only) */
+#include "kcap_error.h"   /* common/ */
 #include "kcap_log.h"   /* the KCAP_LOG levels */
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +110,45 @@ int kcap_parse_ranges(const char *s, kcap_range *r, int max, int *n)
     return 0;
 }
 
+int kcap_parse_tol(const char *s, double *out)
+{
+    if (!s || !*s || isspace((unsigned char)*s))
+        return -1;
+    errno = 0;
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (errno || !end || *end || !isfinite(v) || !(v >= 0))
+        return -1;
+    *out = v == 0 ? 0 : v; /* -0 as 0 */
+    return 0;
+}
+
+const kcap_tol_name kcap_tol_names[KCAP_NTOL] = {
+    {"KCAP_SHADOW_ATOL", "--atol", "atol"},
+    {"KCAP_SHADOW_RTOL", "--rtol", "rtol"},
+    {"KCAP_SHADOW_LSE_ATOL", "--lse-atol", "lse_atol"},
+    {"KCAP_SHADOW_LSE_RTOL", "--lse-rtol", "lse_rtol"}};
+
+int kcap_parse_tol_terms(const char *s, double tol[KCAP_NTOL], const char **rest)
+{
+    for (*rest = s; **rest && **rest != '/';) {
+        const char *p = *rest, *eq = strchr(p, '=');
+        size_t len = strcspn(p, " "), klen = eq ? (size_t)(eq - p) : len;
+        char num[64];
+        int k = 0;
+        while (k < KCAP_NTOL && (klen != strlen(kcap_tol_names[k].key) ||
+                                 strncmp(p, kcap_tol_names[k].key, klen)))
+            k++;
+        if (k == KCAP_NTOL || klen >= len || len - klen - 1 >= sizeof num)
+            return -1;
+        snprintf(num, sizeof num, "%.*s", (int)(len - klen - 1), eq + 1);
+        if (kcap_parse_tol(num, &tol[k]))
+            return -1;
+        *rest = p + len + (p[len] == ' ');
+    }
+    return 0;
+}
+
 /* A tag key: 1..31 of [A-Za-z0-9_.] (kcap_tags.c accepts the same). */
 static int kcap_tag_key_ok(const char *k, size_t n)
 {
@@ -152,6 +194,10 @@ void kcap_config_defaults(kcap_config *c)
     c->gpu_async = 1;
     c->shadow_per_shape = 4;
     c->shadow_max_slowdown = 8;
+    c->shadow_tol[KCAP_TOL_ATOL] = KCAP_CMP_ATOL_BF16; /* replay's, kcap_cmp_default_tol */
+    c->shadow_tol[KCAP_TOL_RTOL] = KCAP_CMP_RTOL_BF16;
+    c->shadow_tol[KCAP_TOL_LSE_ATOL] = KCAP_CMP_ATOL_F32;
+    c->shadow_tol[KCAP_TOL_LSE_RTOL] = KCAP_CMP_RTOL_F32;
     c->graph_twins = 1; /* a disarmed graph replay runs none of kcap's nodes (docs/PERF.md) */
 }
 
@@ -218,6 +264,10 @@ int kcap_config_parse(kcap_config *c, kcap_getenv_fn get, void *ud, char *why, s
                 "(0..1000; 0 = never switch a slow candidate off)", v);
         c->shadow_max_slowdown = (long)u;
     }
+    for (int i = 0; i < KCAP_NTOL; i++)
+        if ((v = get(kcap_tol_names[i].env, ud)) && *v && kcap_parse_tol(v, &c->shadow_tol[i]))
+            BAD("%s='%.64s' is not a non-negative finite number (a compare tolerance of shadow "
+                "mode, such as 0.02 or 1e-3)", kcap_tol_names[i].env, v);
     if ((v = get("KCAP_EVERY", ud)) && *v) {
         if (kcap_parse_u64(v, &u) || u == 0)
             BAD("KCAP_EVERY='%.64s' is not a positive integer", v);

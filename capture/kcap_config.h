@@ -1,7 +1,8 @@
 /*
  * kcap_config.h — kcap_config.c: everything the environment sets (KCAP_*), parsed once into
- * a kcap_config, and the number/range/bool parsers `kcap record` shares with it. Bottom
- * layer of libkcap: no state, no I/O, unit-tested alone (tests/capture/test_capture_config.c).
+ * a kcap_config, and the number/range/bool/tolerance parsers `kcap record` and `kcap shadow`
+ * share with it. Bottom layer of libkcap: no state, no I/O, unit-tested alone
+ * (tests/capture/test_capture_config.c).
  */
 #ifndef KCAP_CONFIG_H
 #define KCAP_CONFIG_H
@@ -20,6 +21,16 @@ typedef struct kcap_range {
 #define KCAP_TAG_KEY_MAX 32
 
 /* One KCAP_TAGS term: calls whose tag `key` (set by the host with kcap_tag) is in ranges. */
+/* The compare tolerances of shadow mode, in this order everywhere: replay's --atol/--rtol
+ * (bf16/fp16 outputs) and --lse-atol/--lse-rtol (fp32 outputs: lse), by the same names. */
+enum { KCAP_TOL_ATOL, KCAP_TOL_RTOL, KCAP_TOL_LSE_ATOL, KCAP_TOL_LSE_RTOL, KCAP_NTOL };
+typedef struct kcap_tol_name {
+    const char *env;  /* KCAP_SHADOW_ATOL, ... */
+    const char *flag; /* --atol, ... (kcap record, kcap shadow; kcap replay's own) */
+    const char *key;  /* atol, ... (the terms of kcap shadow's request, "shadow atol=1 /CAND") */
+} kcap_tol_name;
+extern const kcap_tol_name kcap_tol_names[KCAP_NTOL];
+
 typedef struct kcap_tag_filter {
     char key[KCAP_TAG_KEY_MAX];
     int nranges;
@@ -50,6 +61,8 @@ typedef struct kcap_config {
     long shadow_per_shape;   /* KCAP_SHADOW_PER_SHAPE: divergent snapshots kept per shape */
     long shadow_max_slowdown; /* KCAP_SHADOW_MAX_SLOWDOWN: candidate slower than this many times
                                  production on 3 calls in a row is switched off (0: never) */
+    double shadow_tol[KCAP_NTOL]; /* KCAP_SHADOW_ATOL, _RTOL, _LSE_ATOL, _LSE_RTOL (the
+                                     KCAP_TOL_* order); default replay's (kcap_compare.h) */
     kcap_tag_filter tag_filters[KCAP_MAX_TAG_FILTERS];
 } kcap_config;
 
@@ -62,6 +75,14 @@ void kcap_config_defaults(kcap_config *c);
 int kcap_parse_u64(const char *s, uint64_t *out);
 int kcap_parse_bytes(const char *s, uint64_t *out);
 int kcap_parse_ranges(const char *s, kcap_range *r, int max, int *n);
+/* A compare tolerance (KCAP_SHADOW_ATOL..., kcap record/shadow --atol...): a finite number
+ * >= 0 written in full, such as 0.02 or 1e-3 (0 or -1). */
+int kcap_parse_tol(const char *s, double *out);
+/* The tolerance terms that lead kcap shadow's swap request, "atol=1 lse_rtol=0.01 /CAND.so":
+ * each "key=value" (a key of kcap_tol_names, a value as kcap_parse_tol) into tol[], the
+ * others untouched, until a word that starts with '/' or the end; *rest = there. 0, or -1
+ * with *rest at the bad term (tol[] then partly updated). */
+int kcap_parse_tol_terms(const char *s, double tol[KCAP_NTOL], const char **rest);
 /* 1/yes/true/on -> 1, 0/no/false/off -> 0 (case-insensitive); -1 otherwise. */
 int kcap_parse_bool(const char *v, int *out);
 /* KCAP_TAGS's syntax: terms key=ranges separated by ';', e.g. "layer=0-3;step=100-199" (0 or -1). */

@@ -70,8 +70,12 @@ static int gslot_new(kring *r)
         for (int i = 0; init && i < KCAP_GSLOT_CHUNK; i++)
             for (int k = 0; k < KCAP_CMP_MAX; k++)
                 init[i].t[k].first_nonfinite = ~0ull;
+        /* on our stream, waited for alone: a plain copy runs on the legacy stream, which
+           a host's blocking capture stream would not allow */
         if (e == CUDA_SUCCESS)
-            e = cu->cuMemcpyHtoD(d, init, sizeof(kcmp_dev) * KCAP_GSLOT_CHUNK);
+            e = cu->cuMemcpyHtoDAsync(d, init, sizeof(kcmp_dev) * KCAP_GSLOT_CHUNK, r->side);
+        if (e == CUDA_SUCCESS)
+            e = cu->cuStreamSynchronize(r->side);
         free(init);
         if (e != CUDA_SUCCESS) {
             if (o)

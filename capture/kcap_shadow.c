@@ -6,7 +6,8 @@
  * struct whose output pointers are buffers of ours (poisoned, the views' full spans, so the
  * candidate never writes service memory), with a workspace of ours. Its outputs are
  * recorded through the same description and compared with the production ones by replay's
- * kcap_compare (one definition of "correct"). A disagreement is kept — at most
+ * kcap_compare (one definition of "correct"), with replay's tolerances or those configured
+ * (KCAP_SHADOW_ATOL..., or given with a swap: kcap_shadow_tol). A disagreement is kept — at most
  * KCAP_SHADOW_PER_SHAPE snapshots per shape, so one systematic bug does not fill the disk —
  * and every comparison is summarised in DIR/shadow-<run>-p<pid>.json at exit. A candidate
  * that returns an error status is switched off with one log line; the service never sees it.
@@ -64,6 +65,34 @@ static struct {
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static atomic_int g_log_dev, g_log_shapes;
+
+/* The tolerances in force: an immutable set, published by pointer so kcap_shadow_tol is one
+ * atomic load on any thread. A swap publishes a new set (with its candidate, under g.lock);
+ * old sets are never freed (a reader may hold one) — a swap is a human act, 32 bytes each. */
+typedef struct {
+    double v[KCAP_NTOL]; /* the KCAP_TOL_* order (kcap_config.h): bf16/fp16, then fp32 */
+} kcap_shadow_tols;
+static const kcap_shadow_tols g_tol_default = {{KCAP_CMP_ATOL_BF16, KCAP_CMP_RTOL_BF16,
+                                                KCAP_CMP_ATOL_F32, KCAP_CMP_RTOL_F32}};
+static _Atomic(const kcap_shadow_tols *) g_tol = &g_tol_default;
+
+kcap_cmp_tol kcap_shadow_tol(kcap_dtype dt)
+{
+    const double *v = atomic_load_explicit(&g_tol, memory_order_acquire)->v;
+    if (dt == KCAP_DT_BF16 || dt == KCAP_DT_F16)
+        return (kcap_cmp_tol){v[KCAP_TOL_ATOL], v[KCAP_TOL_RTOL]};
+    if (dt == KCAP_DT_F32 || dt == KCAP_DT_F64)
+        return (kcap_cmp_tol){v[KCAP_TOL_LSE_ATOL], v[KCAP_TOL_LSE_RTOL]};
+    return kcap_cmp_default_tol(dt); /* integers: exact */
+}
+
+/* "atol=A rtol=R lse_atol=A lse_rtol=R" (the request's terms), for replies and logs. */
+static const char *tols_text(char *b, size_t n, const kcap_shadow_tols *t)
+{
+    snprintf(b, n, "atol=%.9g rtol=%.9g lse_atol=%.9g lse_rtol=%.9g", t->v[0], t->v[1],
+             t->v[2], t->v[3]);
+    return b;
+}
 
 static int device_sink(kcap_slot *sl, const void *args, int verdict, kcap_snapshot *snap,
                        kcap_snapshot *cand, uint64_t seq, const kcap_gpu_shadow_times *t);
@@ -127,10 +156,17 @@ static int load_candidate(const char *cand, kcap_candidate *c, char *why, size_t
     return 0;
 }
 
-/* Make `c` the candidate; the summary starts over (it describes one candidate). */
-static void install(const char *cand, const kcap_candidate *c)
+/* Make `c` the candidate, judged with tolerances `t`; the summary starts over (it describes
+ * one candidate). -1 (nothing changed, why said) when there is no memory for the set. */
+static int install(const char *cand, const kcap_candidate *c, const kcap_shadow_tols *t,
+                   char *why, size_t n)
 {
+    kcap_shadow_tols *nt = malloc(sizeof *nt);
+    if (!nt)
+        return snprintf(why, n, "out of memory"), -1;
+    *nt = *t;
     pthread_mutex_lock(&g.lock);
+    atomic_store_explicit(&g_tol, nt, memory_order_release);
     g.handle = c->handle;
     snprintf(g.hash, sizeof g.hash, "%s", c->hash);
     memcpy(g.fn, c->fn, sizeof g.fn);
@@ -144,6 +180,7 @@ static void install(const char *cand, const kcap_candidate *c)
     g.swaps++;
     atomic_store(&g.on, 1);
     pthread_mutex_unlock(&g.lock);
+    return 0;
 }
 
 #define KCAP_SHADOW_SUMMARY_S 3 /* the summary file is rewritten this often while it changes */
@@ -169,14 +206,16 @@ static void *summary_main(void *arg)
 int kcap_shadow_init(const char *cand, const char *dir)
 {
     kcap_candidate c;
-    char why[PATH_MAX + 200];
-    if (load_candidate(cand, &c, why, sizeof why)) {
+    char why[PATH_MAX + 200], tt[160];
+    kcap_shadow_tols tol;
+    memcpy(tol.v, kcap_cfg()->shadow_tol, sizeof tol.v); /* KCAP_SHADOW_ATOL... */
+    if (load_candidate(cand, &c, why, sizeof why) || install(cand, &c, &tol, why, sizeof why)) {
         kcap_log(KCAP_LOG_WARN, "KCAP_SHADOW: %s; shadow mode off", why);
         return -1;
     }
-    install(cand, &c);
     kcap_gpu_set_shadow_sink(device_sink);
-    kcap_log(KCAP_LOG_INFO, "shadow mode: candidate %s (%s)", cand, c.hash);
+    kcap_log(KCAP_LOG_INFO, "shadow mode: candidate %s (%s), %s", cand, c.hash,
+             tols_text(tt, sizeof tt, &tol));
     snprintf(g_dir, sizeof g_dir, "%s", dir);
     pthread_t t;
     pthread_attr_t at;
@@ -194,16 +233,29 @@ int kcap_shadow_init(const char *cand, const char *dir)
 
 int kcap_shadow_request(const char *cmd, char *reply, size_t n)
 {
-    char why[PATH_MAX + 200];
-    if (!strncmp(cmd, "shadow ", 7) && cmd[7] == '/') {
+    char why[PATH_MAX + 200], tt[160];
+    if (!strncmp(cmd, "shadow ", 7)) {
+        /* "shadow [atol=A] [rtol=R] [lse_atol=A] [lse_rtol=R] /abs/CAND.so": the path last
+         * (it may hold spaces); a term left out is the configured value, so the plain
+         * "shadow /abs/CAND.so" of older clients means the configured tolerances */
         kcap_candidate c;
-        if (load_candidate(cmd + 7, &c, why, sizeof why)) {
+        kcap_shadow_tols t;
+        const char *cand;
+        memcpy(t.v, kcap_cfg()->shadow_tol, sizeof t.v);
+        if (kcap_parse_tol_terms(cmd + 7, t.v, &cand) || *cand != '/') {
+            snprintf(reply, n, "error malformed shadow request at '%.60s' (tolerance terms "
+                     "atol=, rtol=, lse_atol=, lse_rtol= with a non-negative finite number, "
+                     "then an absolute candidate path)\n", cand);
+            return -1;
+        }
+        if (load_candidate(cand, &c, why, sizeof why) || install(cand, &c, &t, why, sizeof why)) {
             snprintf(reply, n, "error %s; the candidate is unchanged\n", why);
             return -1;
         }
-        install(cmd + 7, &c);
-        kcap_log(KCAP_LOG_INFO, "shadow mode: candidate now %s (%s)", cmd + 7, c.hash);
-        snprintf(reply, n, "ok shadow candidate %s (%s)\n", cmd + 7, c.hash);
+        kcap_log(KCAP_LOG_INFO, "shadow mode: candidate now %s (%s), %s", cand, c.hash,
+                 tols_text(tt, sizeof tt, &t));
+        snprintf(reply, n, "ok shadow candidate %s (%s) %s\n", cand, c.hash,
+                 tols_text(tt, sizeof tt, &t));
     } else if (!strcmp(cmd, "shadow-off")) {
         atomic_store(&g.on, 0);
         kcap_log(KCAP_LOG_INFO, "shadow mode off (kcap shadow --off)");
@@ -211,14 +263,14 @@ int kcap_shadow_request(const char *cmd, char *reply, size_t n)
     } else if (!strcmp(cmd, "shadow-status")) {
         pthread_mutex_lock(&g.lock);
         snprintf(reply, n, "ok shadow %s candidate %s (%s): compared=%llu divergent=%llu "
-                 "kept=%llu capped=%llu lost=%llu not_judged=%llu worst_abs=%g%s%s\n",
+                 "kept=%llu capped=%llu lost=%llu not_judged=%llu %s worst_abs=%g%s%s\n",
                  atomic_load(&g.on) ? "on" : "off", g.path[0] ? g.path : "-", g.hash,
-                 g.compared, g.divergent, g.kept, g.capped, g.lost, g.not_judged, g.worst_abs,
+                 g.compared, g.divergent, g.kept, g.capped, g.lost, g.not_judged,
+                 tols_text(tt, sizeof tt, atomic_load(&g_tol)), g.worst_abs,
                  g.worst_where[0] ? " at " : "", g.worst_where);
         pthread_mutex_unlock(&g.lock);
     } else {
-        snprintf(reply, n, "error malformed shadow request '%.60s' (a candidate path must be "
-                 "absolute)\n", cmd);
+        snprintf(reply, n, "error malformed shadow request '%.60s'\n", cmd);
         return -1;
     }
     if (g_dir[0])
@@ -344,7 +396,7 @@ static int settle(kcap_slot *sl, kcap_snapshot *snap, const kcap_snapshot *cs, u
         const kcap_tensor *p = kcap_snapshot_tensor(snap, c->name, KCAP_DIR_OUT);
         if (!p || p->nbytes != c->nbytes)
             continue;
-        kcap_cmp_tol tol = kcap_cmp_default_tol(c->dtype);
+        kcap_cmp_tol tol = kcap_shadow_tol(c->dtype);
         kcap_cmp_result r;
         kcap_compare(c->dtype, c->data, p->data, c->nbytes / kcap_dtype_size(c->dtype), &tol, &r);
         if (r.pass)
@@ -545,6 +597,9 @@ void kcap_shadow_summary(const char *dir)
     fprintf(f, "  \"candidate\": {\"path\": \"%s\", \"hash\": \"%s\", \"on\": %s},\n  \"swaps\": %llu,\n",
             g.path, g.hash, atomic_load(&g.on) ? "true" : "false", g.swaps - 1);
     fprintf(f, "  \"production_hash\": \"%s\",\n", g.prod_hash);
+    const kcap_shadow_tols *t = atomic_load(&g_tol); /* as replay's JSON writes them */
+    fprintf(f, "  \"tolerances\": {\"half\": {\"atol\": %.9g, \"rtol\": %.9g}, \"f32\": "
+            "{\"atol\": %.9g, \"rtol\": %.9g}},\n", t->v[0], t->v[1], t->v[2], t->v[3]);
     fprintf(f, "  \"compared\": %llu,\n  \"divergent\": %llu,\n  \"kept\": %llu,\n  \"capped\": %llu,\n"
             "  \"lost\": %llu,\n  \"not_judged\": %llu,\n", g.compared, g.divergent, g.kept,
             g.capped, g.lost, g.not_judged);

@@ -2,7 +2,8 @@
  * kcap_shadow.h — kcap_shadow.c: shadow mode. A candidate build of the kernel library
  * (KCAP_SHADOW=CAND.so) runs on the same inputs as each selected production call, into
  * outputs and workspace of kcap's own; the two results are compared with replay's rules
- * (kcap_compare: NaN/Inf positions first, then the default tolerances) and only a call where
+ * (kcap_compare: NaN/Inf positions first, then replay's tolerances, or those configured:
+ * KCAP_SHADOW_ATOL/_RTOL/_LSE_ATOL/_LSE_RTOL, a swap's own) and only a call where
  * they disagree is kept, as a snapshot holding the inputs, the production outputs and the
  * candidate's (/candidate, format 1.2). The service always gets the production results.
  * Policy layer (beside kcap_callrec, which calls it). Host-memory calls (the CPU library)
@@ -13,16 +14,23 @@
 #define KCAP_SHADOW_H
 
 #include "kcap_slot.h"
+#include "kcap_compare.h"  /* replay/: kcap_cmp_tol */
 #include "kcap_snapshot.h" /* formats/ */
 
 /* Load the candidate (a private copy, so a rebuilt file at the same path is really new
  * code) and start the thread that rewrites the summary in `dir` every few seconds; called
  * once at initialisation, on a thread of ours. 0, or -1 with a log line. */
 int kcap_shadow_init(const char *cand_path, const char *dir);
-/* The handler of `kcap shadow` requests (kcap_arm.h): "shadow /abs/CAND.so" loads a new
- * candidate (a private copy) and makes it current — the old one stays loaded, a call may be
- * running it — "shadow-off", "shadow-status". The reply goes to reply; 0 or -1. */
+/* The handler of `kcap shadow` requests (kcap_arm.h): "shadow [atol=A] [rtol=R]
+ * [lse_atol=A] [lse_rtol=R] /abs/CAND.so" loads a new candidate (a private copy) and makes
+ * it current with those tolerances (a key left out: the configured value) — the old one stays
+ * loaded, a call may be running it — "shadow-off", "shadow-status". The reply goes to reply;
+ * 0 or -1. */
 int kcap_shadow_request(const char *cmd, char *reply, size_t n);
+/* The tolerances in force now for outputs of dtype dt: bf16/fp16 and fp32/fp64 ones as
+ * configured (or given with the last swap), else replay's kcap_cmp_default_tol. Lock-free
+ * (one atomic load), for any thread at any time. */
+kcap_cmp_tol kcap_shadow_tol(kcap_dtype dt);
 /* 1 while a candidate is loaded and has not been switched off. */
 int kcap_shadow_on(void);
 /* A recorded host-memory call (snap holds its inputs and production outputs, status 0; the
@@ -41,7 +49,8 @@ int kcap_shadow_device(kcap_slot *sl, const void *a, void *ws, size_t wsb, void 
 /* A device call in CUDA graph capture: counted as not judged (this version). */
 void kcap_shadow_skip_device(void);
 /* DIR/shadow-<run>-p<pid>.json, written atomically: calls compared, divergent, the worst
- * error and where, per shape, the candidate's and production's library hashes. */
+ * error and where, per shape, the candidate's and production's library hashes, the
+ * tolerances in force. */
 void kcap_shadow_summary(const char *dir);
 
 #endif

@@ -1,11 +1,14 @@
 /*
  * test_capture_config.c — table-driven test of libkcap.so's environment parsing
  * (capture/kcap_config.c): every variable's accepted and rejected forms, that a rejection
- * names the variable, and call selection (KCAP_CALLS ranges x KCAP_EVERY).
+ * names the variable, and call selection (KCAP_CALLS ranges x KCAP_EVERY); shadow mode's
+ * tolerances (KCAP_SHADOW_ATOL ..., replay's defaults) and the terms of kcap shadow's request.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "kcap_compare.h" /* replay/: the default tolerances */
 #include "kcap_config.h"
 #include "../testkit.h"
 
@@ -61,6 +64,19 @@ int main(void)
         {.e = {{"KCAP_DIR=/d", "KCAP_RING_BYTES=1K"}}, .why_has = "KCAP_RING_BYTES"},
         {.e = {{"KCAP_DIR=/d", "KCAP_GPU_MODE=fast"}}, .why_has = "KCAP_GPU_MODE"},
         {.e = {{"KCAP_DIR=/d", "KCAP_ZSTD_LEVEL=0"}}, .why_has = "KCAP_ZSTD_LEVEL"},
+        {.e = {{"KCAP_DIR=/d", "KCAP_SHADOW_ATOL=1.0", "KCAP_SHADOW_RTOL=0", "KCAP_SHADOW_LSE_ATOL=1e-4",
+                "KCAP_SHADOW_LSE_RTOL=.5"}}, .ok = 1},
+        {.e = {{"KCAP_DIR=/d", "KCAP_SHADOW_ATOL=-1"}}, .why_has = "KCAP_SHADOW_ATOL='-1'"},
+        {.e = {{"KCAP_DIR=/d", "KCAP_SHADOW_ATOL=-0.5e-3"}}, .why_has = "KCAP_SHADOW_ATOL"},
+        {.e = {{"KCAP_DIR=/d", "KCAP_SHADOW_RTOL=nan"}}, .why_has = "KCAP_SHADOW_RTOL='nan'"},
+        {.e = {{"KCAP_DIR=/d", "KCAP_SHADOW_RTOL=NaN"}}, .why_has = "KCAP_SHADOW_RTOL"},
+        {.e = {{"KCAP_DIR=/d", "KCAP_SHADOW_LSE_ATOL=inf"}}, .why_has = "KCAP_SHADOW_LSE_ATOL='inf'"},
+        {.e = {{"KCAP_DIR=/d", "KCAP_SHADOW_LSE_ATOL=1e999"}}, .why_has = "KCAP_SHADOW_LSE_ATOL"},
+        {.e = {{"KCAP_DIR=/d", "KCAP_SHADOW_LSE_RTOL=abc"}}, .why_has = "KCAP_SHADOW_LSE_RTOL='abc'"},
+        {.e = {{"KCAP_DIR=/d", "KCAP_SHADOW_LSE_RTOL=0.1x"}}, .why_has = "KCAP_SHADOW_LSE_RTOL"},
+        {.e = {{"KCAP_DIR=/d", "KCAP_SHADOW_ATOL=1e"}}, .why_has = "KCAP_SHADOW_ATOL"},
+        {.e = {{"KCAP_DIR=/d", "KCAP_SHADOW_ATOL= 1"}}, .why_has = "KCAP_SHADOW_ATOL"},
+        {.e = {{"KCAP_DIR=/d", "KCAP_SHADOW_RTOL=1 "}}, .why_has = "KCAP_SHADOW_RTOL"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         kcap_config c;
@@ -100,6 +116,51 @@ int main(void)
     for (int i = 0; i < 100; i++)
         TK_CHECK(kcap_config_selects(&c, (uint64_t)i) == 1, "default selects all (%d)", i);
     TK_CHECK(c.graph_twins == 1, "clean graph twins on by default");
+    /* shadow mode's tolerances: replay's by default, as set, in the KCAP_TOL_* order */
+    TK_CHECK(c.shadow_tol[KCAP_TOL_ATOL] == KCAP_CMP_ATOL_BF16 &&
+             c.shadow_tol[KCAP_TOL_RTOL] == KCAP_CMP_RTOL_BF16 &&
+             c.shadow_tol[KCAP_TOL_LSE_ATOL] == KCAP_CMP_ATOL_F32 &&
+             c.shadow_tol[KCAP_TOL_LSE_RTOL] == KCAP_CMP_RTOL_F32, "default tolerances are replay's");
+    envset e4 = {{"KCAP_DIR=/d", "KCAP_SHADOW_ATOL=1.0", "KCAP_SHADOW_LSE_RTOL=2.5e-4"}};
+    TK_CHECK(kcap_config_parse(&c, get, &e4, why, sizeof why) == 0, "%s", why);
+    TK_CHECK(c.shadow_tol[KCAP_TOL_ATOL] == 1.0 && c.shadow_tol[KCAP_TOL_RTOL] == KCAP_CMP_RTOL_BF16 &&
+             c.shadow_tol[KCAP_TOL_LSE_ATOL] == KCAP_CMP_ATOL_F32 &&
+             c.shadow_tol[KCAP_TOL_LSE_RTOL] == 2.5e-4, "tolerances as set");
+    double d = 7;
+    TK_CHECK(kcap_parse_tol("0", &d) == 0 && d == 0 && !signbit(d), "0");
+    TK_CHECK(kcap_parse_tol("-0", &d) == 0 && d == 0 && !signbit(d), "-0 is 0");
+    TK_CHECK(kcap_parse_tol("", &d) != 0 && kcap_parse_tol("-inf", &d) != 0 &&
+             kcap_parse_tol("1,5", &d) != 0, "empty, -inf, 1,5");
+    /* the terms of kcap shadow's swap request */
+    static const struct {
+        const char *s;
+        int rc;
+        const char *rest;
+        double want[KCAP_NTOL];
+    } terms[] = {
+        {"/abs/CAND.so", 0, "/abs/CAND.so", {1, 2, 3, 4}},
+        {"atol=0.5 lse_rtol=1e-5 /a b/c.so", 0, "/a b/c.so", {0.5, 2, 3, 1e-5}},
+        {"lse_atol=9 rtol=0 atol=8 lse_rtol=7 /x", 0, "/x", {8, 0, 9, 7}},
+        {"atol=1", 0, "", {1, 2, 3, 4}},
+        {"atol=-1 /x", -1, "atol=-1 /x", {0}},
+        {"atol=nan /x", -1, "atol=nan /x", {0}},
+        {"atol= /x", -1, "atol= /x", {0}},
+        {"atol /x", -1, "atol /x", {0}},
+        {"foo=1 /x", -1, "foo=1 /x", {0}},
+        {"atolx=1 /x", -1, "atolx=1 /x", {0}},
+        {"rtol=1 lse=2 /x", -1, "lse=2 /x", {0}},
+        {"x.so", -1, "x.so", {0}},
+    };
+    for (size_t i = 0; i < sizeof terms / sizeof terms[0]; i++) {
+        double t[KCAP_NTOL] = {1, 2, 3, 4};
+        const char *rest = NULL;
+        int rc = kcap_parse_tol_terms(terms[i].s, t, &rest);
+        TK_CHECK(rc == terms[i].rc && rest && !strcmp(rest, terms[i].rest), "terms '%s': rc %d "
+                 "rest '%s'", terms[i].s, rc, rest ? rest : "(null)");
+        for (int k = 0; !rc && k < KCAP_NTOL; k++)
+            TK_CHECK(t[k] == terms[i].want[k], "terms '%s': %s %g", terms[i].s,
+                     kcap_tol_names[k].key, t[k]);
+    }
     uint64_t u;
     TK_CHECK(kcap_parse_bytes("1k", &u) == 0 && u == 1024, "1k");
     TK_CHECK(kcap_parse_bytes("17", &u) == 0 && u == 17, "17");

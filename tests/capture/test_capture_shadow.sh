@@ -5,7 +5,10 @@
 # the perturbed build is caught on every call with exactly its one wrong element located, the
 # host's results are byte-identical with and without shadow mode, the snapshots validate and
 # replay judges against the production output, the same library as candidate gives 0
-# divergences, a candidate that returns errors is switched off, a bad KCAP_SHADOW is named.
+# divergences, a candidate that returns errors is switched off, a bad KCAP_SHADOW is named;
+# the tolerances (replay's by default): KCAP_SHADOW_ATOL / kcap record --atol wide enough
+# accept the perturbed build, bad values are named, and `kcap shadow PID CAND --atol A`
+# replays and swaps live with the same tolerances (the process's own for those not given).
 . "$(dirname "$0")/lib.sh"
 CPU=$ROOT/$B/lib/libverify_attn_cpu.so
 PERT=$ROOT/$B/tests/libverify_attn_cpu_perturbed.so
@@ -34,6 +37,7 @@ assert j["compared"] == 6 and j["divergent"] == 6 and j["kept"] == 6 and j["cand
 assert "element" in j["worst_where"] and "head" in j["worst_where"], j["worst_where"]
 assert j["candidate"]["hash"].startswith("xxh64:") and j["production_hash"].startswith("xxh64:"), j
 assert abs(j["worst_abs"] - 0.5) < 0.05, j["worst_abs"]
+assert j["tolerances"] == {"half": {"atol": 0.01, "rtol": 0.02}, "f32": {"atol": 0.001, "rtol": 0.001}}, j["tolerances"]
 PY
 "$KCAP" replay "$T/p" --kernel "$CPU" >"$T/rp.out" 2>&1 && [ "$(grep -c bitwise "$T/rp.out")" -ge 6 ] &&
     ok "replay of shadow snapshots on the production library: bitwise against the production output" ||
@@ -71,6 +75,55 @@ cmp -s "$T/bare" "$T/slow.out" && [ "$(grep -c 'shadow mode off: the candidate .
     { cat "$T/slow.err" "$T"/slow/shadow-*.json; fail "slow candidate"; }
 with_kcap KCAP_DIR="$T/slow0" KCAP_SHADOW="$SLOW" KCAP_SHADOW_MAX_SLOWDOWN=0 -- "$CLIENT" --calls 4 --seed 41 --hash >/dev/null 2>"$T/slow0.err"
 ! grep -q "shadow mode off" "$T/slow0.err" && ok "KCAP_SHADOW_MAX_SLOWDOWN=0: a slow candidate stays on" || fail "MAX_SLOWDOWN=0"
+
+# tolerances: the perturbed element is 0.5 off; atol 1 accepts it (env and kcap record)
+tol_json() { "$PY" -c 'import glob,json,sys; j=json.load(open(glob.glob(sys.argv[1]+"/shadow-*.json")[0])); t=j["tolerances"]; print(j["compared"], j["divergent"], t["half"]["atol"], t["half"]["rtol"], t["f32"]["atol"], t["f32"]["rtol"])' "$1"; }
+with_kcap KCAP_DIR="$T/atol" KCAP_SHADOW="$PERT" KCAP_SHADOW_ATOL=1.0 -- "$CLIENT" --calls 6 --seed 41 --hash >"$T/atol.out" 2>"$T/atol.err"
+[ "$(tol_json "$T/atol")" = "6 0 1 0.02 0.001 0.001" ] && [ "$(count_h5 "$T/atol")" = 0 ] && cmp -s "$T/bare" "$T/atol.out" &&
+    ok "KCAP_SHADOW_ATOL=1.0: the perturbed candidate's 0.5 error is within tolerance, 6 compared, 0 divergent, the summary says atol 1" ||
+    { cat "$T/atol.err"; tol_json "$T/atol"; fail "KCAP_SHADOW_ATOL"; }
+"$KCAP" record -q -o "$T/ratol" --shadow "$PERT" --atol 1 --lse-rtol=0.005 -- "$CLIENT" --calls 6 --seed 41 --hash >"$T/ratol.out" 2>"$T/ratol.err"
+[ "$(tol_json "$T/ratol")" = "6 0 1 0.02 0.001 0.005" ] && [ "$(count_h5 "$T/ratol")" = 0 ] && cmp -s "$T/bare" "$T/ratol.out" &&
+    ok "kcap record --shadow --atol 1 --lse-rtol=0.005: 0 divergent, the tolerances in the summary" ||
+    { cat "$T/ratol.err"; tol_json "$T/ratol"; fail "kcap record --atol"; }
+for bad in KCAP_SHADOW_ATOL=-1 KCAP_SHADOW_RTOL=nan KCAP_SHADOW_LSE_ATOL=1e KCAP_SHADOW_LSE_RTOL=inf; do
+    with_kcap KCAP_DIR="$T/badtol" KCAP_SHADOW="$PERT" "$bad" -- "$CLIENT" --calls 2 --seed 41 --hash >"$T/badtol.out" 2>"$T/badtol.err"
+    cmp -s <(head -2 "$T/bare") "$T/badtol.out" && [ "$(count_h5 "$T/badtol")" = 0 ] &&
+        grep -q "kcap: .*${bad%%=*}='${bad#*=}' is not a non-negative finite number.*capture is off" "$T/badtol.err" ||
+        { cat "$T/badtol.err"; fail "bad $bad"; }
+done
+ok "a bad KCAP_SHADOW_[LSE_]ATOL/RTOL (-1, nan, 1e, inf): one line naming it, capture off, host unaffected"
+"$KCAP" record -o "$T/rbad" --shadow "$PERT" --atol nan -- touch "$T/ran" 2>"$T/rbad.err"
+[ $? = 2 ] && [ ! -e "$T/ran" ] && grep -q "\-\-atol 'nan' is not a non-negative finite number" "$T/rbad.err" &&
+    ok "kcap record --atol nan: a usage error (exit 2), the command not started" || { cat "$T/rbad.err"; fail "kcap record --atol nan"; }
+
+# kcap shadow PID CAND --atol: the replay gate and the live swap judge with the same
+# tolerances; one not given is the process's own (KCAP_SHADOW_RTOL=0.05 here)
+env KCAP_DIR="$T/live" KCAP_SHADOW="$PERT" KCAP_SHADOW_RTOL=0.05 KCAP_EVERY=40 LD_PRELOAD="$PRELOAD" \
+    "$CLIENT" --calls 1 --seed 51 --until "$T/stop" --quiet 2>"$T/live.err" &
+pid=$!
+for _ in $(seq 100); do [ "$(count_h5 "$T/live")" -ge 2 ] && break; sleep 0.1; done
+"$KCAP" shadow $pid "$PERT" >"$T/sw0.out" 2>&1
+[ $? = 1 ] && grep -q "fails the snapshots" "$T/sw0.out" && ok "kcap shadow PID PERT (tolerances of the process): refused by the replay gate" ||
+    { cat "$T/sw0.out"; fail "gate at default tolerances"; }
+"$KCAP" shadow $pid "$PERT" --atol 1 >"$T/sw1.out" 2>&1 &&
+    grep -q "passes the snapshots in .* with --atol 1 --rtol 0.05$" "$T/sw1.out" &&
+    grep -q "shadow candidate $PERT (.*) atol=1 rtol=0.05 lse_atol=0.001 lse_rtol=0.001" "$T/sw1.out" &&
+    ok "kcap shadow PID PERT --atol 1: the replay passes with --atol 1 --rtol 0.05, the process takes atol=1 rtol=0.05" ||
+    { cat "$T/sw1.out"; fail "swap with --atol"; }
+for _ in $(seq 50); do "$KCAP" shadow $pid --status >"$T/st1.out" 2>&1; grep -q "compared=[1-9]" "$T/st1.out" && break; sleep 0.1; done
+grep -q " divergent=0 .* atol=1 rtol=0.05 " "$T/st1.out" && grep -q "compared=[1-9]" "$T/st1.out" &&
+    ok "live after the swap: $(grep -o 'compared=[0-9]*' "$T/st1.out") calls, 0 divergent, --status shows atol=1" ||
+    { cat "$T/st1.out"; fail "live tolerances"; }
+"$KCAP" shadow $pid "$PERT" --rtol=-0.1 >"$T/sw2.out" 2>&1
+[ $? = 2 ] && grep -q "\-\-rtol '-0.1' is not a non-negative finite number" "$T/sw2.out" &&
+    ok "kcap shadow --rtol=-0.1: a usage error" || { cat "$T/sw2.out"; fail "kcap shadow bad tolerance"; }
+"$KCAP" shadow $pid "$CPU" >"$T/sw3.out" 2>&1 && "$KCAP" shadow $pid --status >"$T/st3.out" 2>&1 &&
+    grep -q " atol=0.01 rtol=0.05 lse_atol=0.001 lse_rtol=0.001 " "$T/st3.out" &&
+    ok "a swap without tolerances (the request older clients send): the process's configured ones again" ||
+    { cat "$T/sw3.out" "$T/st3.out"; fail "swap without tolerances"; }
+touch "$T/stop"
+wait $pid || fail "live client exit"
 
 with_kcap KCAP_DIR="$T/bad" KCAP_SHADOW="$T/nope.so" -- "$CLIENT" --calls 2 --seed 41 --hash >"$T/bad.out" 2>"$T/bad.err"
 cmp -s <(head -2 "$T/bare") "$T/bad.out" && grep -q "KCAP_SHADOW=$T/nope.so is not a readable" "$T/bad.err" &&

@@ -297,6 +297,8 @@ int kcap_config_parse(kcap_config *c, kcap_getenv_fn get, void *ud, char *why, s
         BAD("KCAP_DORMANT='%.64s' is not 0 or 1", v);
     if ((v = get("KCAP_GRAPH_TWINS", ud)) && *v && kcap_parse_bool(v, &c->graph_twins))
         BAD("KCAP_GRAPH_TWINS='%.64s' is not 0 or 1", v);
+    if ((v = get("KCAP_SHADOW_GRAPHS", ud)) && *v && kcap_parse_bool(v, &c->shadow_graphs))
+        BAD("KCAP_SHADOW_GRAPHS='%.64s' is not 0 or 1", v);
     if ((v = get("KCAP_FLUSH_TIMEOUT", ud)) && *v) {
         if (kcap_parse_u64(v, &u) || u > 3600)
             BAD("KCAP_FLUSH_TIMEOUT='%.64s' is not a number of seconds in 0..3600", v);

@@ -11,6 +11,7 @@
 
 #include "kcap_slot.h"
 #include "kcap_snapshot.h" /* formats/ */
+#include "kcap_compare.h"  /* replay/: kcap_cmp_tol */
 
 /* 0: capture staged (async), 1: not handled (caller uses the synchronous path),
  * <0 handled and dropped/failed (counted), 2: graph nodes installed. */
@@ -40,6 +41,10 @@ typedef int (*kcap_gpu_shadow_sink)(kcap_slot *sl, const void *args, int verdict
                                     kcap_snapshot *snap, kcap_snapshot *cand, uint64_t seq,
                                     const kcap_gpu_shadow_times *t);
 void kcap_gpu_set_shadow_sink(kcap_gpu_shadow_sink f);
+/* The tolerances the device compare uses for outputs of a dtype (the policy layer registers
+ * kcap_shadow_tol; without one, replay's defaults). */
+typedef kcap_cmp_tol (*kcap_gpu_shadow_tol_fn)(kcap_dtype dt);
+void kcap_gpu_set_shadow_tol(kcap_gpu_shadow_tol_fn f);
 /* 1 when f (a CUfunction, e.g. from a graph kernel node's parameters) is one of libkcap's
  * own kernels (gate, staging, ring control, shadow compare): a graph's kcap nodes. */
 int kcap_gpu_own_function(const void *f);

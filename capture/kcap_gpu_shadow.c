@@ -30,6 +30,9 @@ static atomic_int g_log_launch;
 
 void kcap_gpu_set_shadow_sink(kcap_gpu_shadow_sink f) { g_sink = f; }
 
+static _Atomic(kcap_gpu_shadow_tol_fn) g_tol;
+void kcap_gpu_set_shadow_tol(kcap_gpu_shadow_tol_fn f) { atomic_store(&g_tol, f); }
+
 int kcap_gpu_shadow_report(kring *r, ksite *s, int verdict, kcap_snapshot *snap, kcap_snapshot *cand)
 {
     kcap_gpu_shadow_times t = {-1, -1};
@@ -74,7 +77,8 @@ int kcap_shadow_cmp_view(const kcap_layout *lay, CUdeviceptr cand, const size_t 
         int code = dt == KCAP_DT_BF16 ? 0 : dt == KCAP_DT_F16 ? 1 : dt == KCAP_DT_F32 ? 2 : -1;
         if (g->counter != KCAP_SEG_STATIC || g->idx || code < 0 || !es || g->row_bytes % (long long)es)
             return -1; /* integer, counted or odd outputs: not a call this compare judges */
-        kcap_cmp_tol tol = kcap_cmp_default_tol(dt);
+        kcap_gpu_shadow_tol_fn tf = atomic_load(&g_tol);
+        kcap_cmp_tol tol = tf ? tf(dt) : kcap_cmp_default_tol(dt);
         kcmp_tensor *t = &ca->t[k];
         t->prod = g->src;
         t->cand = cand + off[k];
@@ -149,9 +153,11 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     if (cu->cuStreamIsCapturing(st, &cs) != CUDA_SUCCESS)
         return 1;
-    if (cs == CU_STREAM_CAPTURE_STATUS_ACTIVE)
-        return kcap_gpu_shadow_graph(r, sl, a, ws, wsb, st, seq, cand, cand_wsb,
-                                     (uint64_t)(uintptr_t)cand, status_out, cand_failed);
+    if (cs == CU_STREAM_CAPTURE_STATUS_ACTIVE) /* KCAP_SHADOW_GRAPHS=1 only: not yet run on a GPU */
+        return kcap_cfg()->shadow_graphs ? kcap_gpu_shadow_graph(r, sl, a, ws, wsb, st, seq, cand, cand_wsb,
+                                                                 (uint64_t)(uintptr_t)cand, status_out,
+                                                                 cand_failed)
+                                         : 1;
     if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
         return 1; /* a capture the host's error invalidated: run alone, as without shadow */
     if (!kcap_cfg()->gpu_async)

@@ -214,6 +214,7 @@ int kcap_shadow_init(const char *cand, const char *dir)
         return -1;
     }
     kcap_gpu_set_shadow_sink(device_sink);
+    kcap_gpu_set_shadow_tol(kcap_shadow_tol);
     kcap_log(KCAP_LOG_INFO, "shadow mode: candidate %s (%s), %s", cand, c.hash,
              tols_text(tt, sizeof tt, &tol));
     snprintf(g_dir, sizeof g_dir, "%s", dir);

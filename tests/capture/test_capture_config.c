@@ -116,6 +116,12 @@ int main(void)
     for (int i = 0; i < 100; i++)
         TK_CHECK(kcap_config_selects(&c, (uint64_t)i) == 1, "default selects all (%d)", i);
     TK_CHECK(c.graph_twins == 1, "clean graph twins on by default");
+    TK_CHECK(c.shadow_graphs == 0, "shadow mode in CUDA graphs off by default (not yet run on a GPU)");
+    envset e5 = {{"KCAP_DIR=/d", "KCAP_SHADOW_GRAPHS=1"}};
+    TK_CHECK(kcap_config_parse(&c, get, &e5, why, sizeof why) == 0 && c.shadow_graphs == 1, "KCAP_SHADOW_GRAPHS=1");
+    envset e6 = {{"KCAP_DIR=/d", "KCAP_SHADOW_GRAPHS=maybe"}};
+    TK_CHECK(kcap_config_parse(&c, get, &e6, why, sizeof why) != 0 && strstr(why, "KCAP_SHADOW_GRAPHS='maybe'"),
+             "KCAP_SHADOW_GRAPHS=maybe refused, named: %s", why);
     /* shadow mode's tolerances: replay's by default, as set, in the KCAP_TOL_* order */
     TK_CHECK(c.shadow_tol[KCAP_TOL_ATOL] == KCAP_CMP_ATOL_BF16 &&
              c.shadow_tol[KCAP_TOL_RTOL] == KCAP_CMP_RTOL_BF16 &&

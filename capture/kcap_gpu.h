@@ -19,15 +19,18 @@ int kcap_gpu_capture(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *s
                      uint64_t seq, int in_capture, int *status_out);
 void kcap_gpu_shutdown(int timeout_ms);
 
-/* Shadow mode on the GPU (kcap_gpu_shadow.c), eager zero-stall calls: the production call,
- * then on the same stream the candidate `cand` into outputs and workspace of ours (cand_wsb
+/* Shadow mode on the GPU (kcap_gpu_shadow.c), zero-stall calls: the production call, then
+ * on the same stream the candidate `cand` into outputs and workspace of ours (cand_wsb
  * bytes), the compare kernel, and staging that runs only when the compare found a
- * divergence. The host never waits. Returns as kcap_gpu_capture (0 staged: the drainer
- * settles it; 1 not handled; <0 dropped); *cand_failed = the candidate's status when it
- * returned an error (nothing of it was compared), else 0. */
+ * divergence; in CUDA graph capture (KCAP_SHADOW_GRAPHS=1) all of it as graph nodes,
+ * judged at every replay. The host never waits. cand_gen (the policy's candidate number)
+ * comes back with every report of this call, so results of a replaced candidate can be told
+ * apart. Returns as kcap_gpu_capture (0 staged: the drainer settles it; 1 not handled; <0
+ * dropped; 2 graph nodes); *cand_failed = the candidate's status when it returned an error
+ * (nothing of it was compared), else 0. */
 int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *stream,
-                    uint64_t seq, kcap_call_fn cand, size_t cand_wsb, int *status_out,
-                    int *cand_failed);
+                    uint64_t seq, kcap_call_fn cand, size_t cand_wsb, unsigned long long cand_gen,
+                    int *status_out, int *cand_failed);
 /* What the drainer reports of a shadowed call (the policy layer registers it), args being
  * the production call's: KCAP_SHADOW_AGREED (snap, cand NULL); KCAP_SHADOW_DIVERGED, snap
  * holding its inputs and production outputs and cand the candidate's outputs; or
@@ -36,6 +39,7 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
 enum { KCAP_SHADOW_AGREED = 0, KCAP_SHADOW_DIVERGED = 1, KCAP_SHADOW_LOST = 2 };
 typedef struct {
     double prod_us, cand_us; /* stream time of each call (CUDA events); < 0 when unknown */
+    unsigned long long cand_gen; /* the caller's cand_gen when the call (or graph) was made */
 } kcap_gpu_shadow_times;
 typedef int (*kcap_gpu_shadow_sink)(kcap_slot *sl, const void *args, int verdict,
                                     kcap_snapshot *snap, kcap_snapshot *cand, uint64_t seq,

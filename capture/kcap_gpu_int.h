@@ -148,7 +148,8 @@ typedef struct ksite {
     size_t cand_cap;
     CUevent tev[4];         /* timing: production start, end; candidate start, end */
     /* shadow mode in CUDA graphs: the compare's slot (result in gcmp_out) and what the
-       drainer has reported of its running totals; the candidate generation it runs */
+       drainer has reported of its running totals; both paths: the policy's number of the
+       candidate the call was launched with (kcap_gpu_shadow's cand_gen) */
     int gslot;
     unsigned long long seen_compared, seen_diverged, seen_lost;
     unsigned long long cand_gen;

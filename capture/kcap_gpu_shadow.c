@@ -35,7 +35,7 @@ void kcap_gpu_set_shadow_tol(kcap_gpu_shadow_tol_fn f) { atomic_store(&g_tol, f)
 
 int kcap_gpu_shadow_report(kring *r, ksite *s, int verdict, kcap_snapshot *snap, kcap_snapshot *cand)
 {
-    kcap_gpu_shadow_times t = {-1, -1};
+    kcap_gpu_shadow_times t = {-1, -1, s->cand_gen};
     float ms;
     if (s->tev[3] && r->cu->cuEventElapsedTime(&ms, s->tev[0], s->tev[1]) == CUDA_SUCCESS)
         t.prod_us = ms * 1e3;
@@ -134,8 +134,8 @@ static void site_release(ksite *s)
 }
 
 int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *stream,
-                    uint64_t seq, kcap_call_fn cand, size_t cand_wsb, int *status_out,
-                    int *cand_failed)
+                    uint64_t seq, kcap_call_fn cand, size_t cand_wsb, unsigned long long cand_gen,
+                    int *status_out, int *cand_failed)
 {
     kcap_call_fn real = atomic_load(&sl->real);
     const kcap_call_desc *d = sl->desc;
@@ -155,8 +155,7 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
         return 1;
     if (cs == CU_STREAM_CAPTURE_STATUS_ACTIVE) /* KCAP_SHADOW_GRAPHS=1 only: not yet run on a GPU */
         return kcap_cfg()->shadow_graphs ? kcap_gpu_shadow_graph(r, sl, a, ws, wsb, st, seq, cand, cand_wsb,
-                                                                 (uint64_t)(uintptr_t)cand, status_out,
-                                                                 cand_failed)
+                                                                 cand_gen, status_out, cand_failed)
                                          : 1;
     if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
         return 1; /* a capture the host's error invalidated: run alone, as without shadow */
@@ -185,6 +184,7 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
         s->used = 1;
         s->graph = 0;
         s->shadow = 1;
+        s->cand_gen = cand_gen;
         memcpy(s->args, a, d->args_size);
         s->sl = sl;
         s->seq = seq;

@@ -533,7 +533,7 @@ int kcap_shadow_device(kcap_slot *sl, const void *a, void *ws, size_t wsb, void 
     if (candidate_of(sl, a, &fn, &cwsb, &swaps))
         return 1; /* counted as not judged; the caller captures it as usual */
     int failed = 0;
-    int h = kcap_gpu_shadow(sl, a, ws, wsb, stream, seq, fn, cwsb, status, &failed);
+    int h = kcap_gpu_shadow(sl, a, ws, wsb, stream, seq, fn, cwsb, swaps, status, &failed);
     if (failed)
         candidate_failed(sl->desc, failed, seq);
     if (h == 1) { /* not a call the device path shadows (sizes, graph, sync mode) */
@@ -549,9 +549,9 @@ static int device_sink(kcap_slot *sl, const void *args, int verdict, kcap_snapsh
                        kcap_snapshot *cand, uint64_t seq, const kcap_gpu_shadow_times *t)
 {
     slow_check(sl->desc, t->prod_us, t->cand_us, seq);
-    pthread_mutex_lock(&g.lock);
-    unsigned long long swaps = g.swaps;
-    pthread_mutex_unlock(&g.lock);
+    /* the candidate the call (or its graph) was launched with: a result of one replaced
+       since is not counted (settle), not even as agreed */
+    unsigned long long swaps = t->cand_gen;
     if (verdict == KCAP_SHADOW_DIVERGED)
         return settle(sl, snap, cand, seq, swaps);
     /* agreed, or divergent and lost: counted under its shape (the scalars give it) */

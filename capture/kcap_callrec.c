@@ -110,6 +110,8 @@ int kcap_capture_one(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
             int h = kcap_shadow_device(sl, a, ws, wsb, stream, seq, &status);
             kcap_dev_pop(&dc, saved_ctx);
             if (h == 1) {
+                if (capturing)
+                    kcap_shadow_skip_device();
                 atomic_fetch_add(&kcap_g_stats.shadow_not_kept, 1);
                 kcap_unreserve();
                 return kcap_real(real, a, ws, wsb, stream);

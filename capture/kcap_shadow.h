@@ -8,7 +8,8 @@
  * candidate's (/candidate, format 1.2). The service always gets the production results.
  * Policy layer (beside kcap_callrec, which calls it). Host-memory calls (the CPU library)
  * are judged on the calling thread; eager device calls on the GPU, on the call's stream
- * (kcap_gpu_shadow.c), the drainer reporting back; calls in CUDA graphs are not judged yet.
+ * (kcap_gpu_shadow.c), the drainer reporting back, and with KCAP_SHADOW_GRAPHS=1 calls in
+ * CUDA graph capture at every replay (kcap_gpu_shadow_graph.c).
  */
 #ifndef KCAP_SHADOW_H
 #define KCAP_SHADOW_H
@@ -46,7 +47,8 @@ int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint
  * production call). */
 int kcap_shadow_device(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *stream,
                        uint64_t seq, int *status);
-/* A device call in CUDA graph capture: counted as not judged (this version). */
+/* A device call in CUDA graph capture that kcap_shadow_device did not judge (and counted):
+ * one log line saying so, once. */
 void kcap_shadow_skip_device(void);
 /* DIR/shadow-<run>-p<pid>.json, written atomically: calls compared, divergent, the worst
  * error and where, per shape, the candidate's and production's library hashes, the

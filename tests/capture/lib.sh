@@ -30,3 +30,19 @@ need_gpu_client() {
     need_torch_gpu
     C="$GPY tests/capture/gpu_client.py --lib $CUDALIB"
 }
+
+# shadow_json DIR EXPR: the Python expression EXPR, over `j` = DIR's shadow-mode summary
+# (shadow-*.json), is true; shadow_json DIR -p EXPR prints its value instead
+shadow_json() {
+    "${PY:-python3}" - "$@" <<'PY'
+import glob, json, sys
+fs = glob.glob(sys.argv[1] + "/shadow-*.json")
+if not fs:
+    sys.exit("no shadow-*.json in " + sys.argv[1])
+j = json.load(open(fs[0]))
+if sys.argv[2] == "-p":
+    print(eval(sys.argv[3]))
+else:
+    sys.exit(0 if eval(sys.argv[2]) else 1)
+PY
+}

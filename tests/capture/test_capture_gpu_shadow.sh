@@ -54,7 +54,7 @@ PY
 # 2. the production library as candidate: judged on the device, nothing staged
 with_kcap KCAP_DIR="$T/same" KCAP_SHADOW="$CUDALIB" -- $C --mode eager --shape $SHAPE -n 6 --seed 7 \
     >/dev/null 2>"$T/same.err" || { cat "$T/same.err"; fail "client, same-library candidate"; }
-"$GPY" -c 'import glob,json,sys; j=json.load(open(glob.glob(sys.argv[1]+"/shadow-*.json")[0])); sys.exit(0 if j["compared"]==6 and j["divergent"]==0 else 1)' "$T/same" &&
+shadow_json "$T/same" 'j["compared"]==6 and j["divergent"]==0' &&
     [ "$(count_h5 "$T/same")" = 0 ] && grep -q "shadow_not_kept=6" "$T/same.err" &&
     ok "the production library as candidate: 6 compared on the GPU, 0 divergent, nothing kept" ||
     { cat "$T/same.err" "$T"/same/shadow-*.json; fail "same-library candidate"; }
@@ -63,7 +63,7 @@ with_kcap KCAP_DIR="$T/same" KCAP_SHADOW="$CUDALIB" -- $C --mode eager --shape $
 with_kcap KCAP_DIR="$T/err" KCAP_SHADOW="$ERRLIB" -- $C --mode eager --shape $SHAPE -n 4 --seed 7 \
     >/dev/null 2>"$T/err.err"; rc=$?
 [ $rc = 0 ] && [ "$(grep -c 'shadow mode off' "$T/err.err")" = 1 ] &&
-    "$GPY" -c 'import glob,json,sys; j=json.load(open(glob.glob(sys.argv[1]+"/shadow-*.json")[0])); sys.exit(0 if not j["candidate"]["on"] and j["compared"]==0 else 1)' "$T/err" &&
+    shadow_json "$T/err" 'not j["candidate"]["on"] and j["compared"]==0' &&
     ok "a candidate returning errors: switched off with one log line, client exit 0" ||
     { cat "$T/err.err"; fail "failing candidate (client exit $rc)"; }
 
@@ -115,7 +115,7 @@ PY
     ok "graph snapshots replay bitwise on the production library" || { cat "$T/grp.out"; fail "graph replay production"; }
 with_kcap KCAP_DIR="$T/gs" KCAP_SHADOW="$CUDALIB" KCAP_SHADOW_GRAPHS=1 -- $C --mode graph --shape $SHAPE -n 6 --seed 11 \
     >/dev/null 2>"$T/gs.err" || { cat "$T/gs.err"; fail "graph client, same-library candidate"; }
-"$GPY" -c 'import glob,json,sys; j=json.load(open(glob.glob(sys.argv[1]+"/shadow-*.json")[0])); sys.exit(0 if j["compared"]==7 and j["divergent"]==0 else 1)' "$T/gs" &&
+shadow_json "$T/gs" 'j["compared"]==7 and j["divergent"]==0' &&
     [ "$(count_h5 "$T/gs")" = 0 ] && ok "graph replays, the production library as candidate: 7 compared, 0 divergent, nothing kept" ||
     { cat "$T/gs.err" "$T"/gs/shadow-*.json; fail "graph same-library candidate"; }
 finish

@@ -50,34 +50,34 @@ f=$(ls "$T"/p/*.h5 | head -1)
 [ $? = 1 ] && ok "replay of the same snapshots on the candidate: the same verdict offline (fails)" || fail "replay candidate"
 
 with_kcap KCAP_DIR="$T/same" KCAP_SHADOW="$CPU" -- "$CLIENT" --calls 6 --seed 41 --hash >"$T/same.out" 2>"$T/same.err"
-"$PY" -c 'import glob,json,sys; j=json.load(open(glob.glob(sys.argv[1]+"/shadow-*.json")[0])); sys.exit(0 if j["compared"]==6 and j["divergent"]==0 else 1)' "$T/same" &&
+shadow_json "$T/same" 'j["compared"]==6 and j["divergent"]==0' &&
     [ "$(count_h5 "$T/same")" = 0 ] && cmp -s "$T/bare" "$T/same.out" &&
     grep -q "shadow_not_kept=6" "$T/same.err" &&
     ok "the production library as candidate: 6 compared, 0 divergent, nothing kept (shadow_not_kept=6 in the stats)" || { ls "$T/same"; fail "same-library candidate"; }
 
 with_kcap KCAP_DIR="$T/err" KCAP_SHADOW="$ERRLIB" -- "$CLIENT" --calls 4 --seed 41 --hash >"$T/err.out" 2>"$T/err.err"
 cmp -s <(head -4 "$T/bare") "$T/err.out" && [ "$(grep -c 'shadow mode off' "$T/err.err")" = 1 ] &&
-    "$PY" -c 'import glob,json,sys; j=json.load(open(glob.glob(sys.argv[1]+"/shadow-*.json")[0])); sys.exit(0 if not j["candidate"]["on"] and j["compared"]==0 else 1)' "$T/err" &&
+    shadow_json "$T/err" 'not j["candidate"]["on"] and j["compared"]==0' &&
     ok "a candidate returning errors: switched off with one log line, host unaffected" || { cat "$T/err.err"; fail "failing candidate"; }
 
 # one systematic bug must not fill the disk: 8 divergent calls of one shape, 2 kept
 with_kcap KCAP_DIR="$T/cap" KCAP_SHADOW="$PERT" KCAP_SHADOW_PER_SHAPE=2 -- \
     "$PY" tests/capture/extend_ctypes.py "$CPU" --calls 8 --seed 3 --shape 2,4,3,40 >/dev/null 2>&1
-"$PY" -c 'import glob,json,sys; j=json.load(open(glob.glob(sys.argv[1]+"/shadow-*.json")[0])); s=j["shapes"]; sys.exit(0 if j["divergent"]==8 and j["kept"]==2 and j["capped"]==6 and len(s)==1 and s[0]["call"]=="vattn_extend" else 1)' "$T/cap" &&
+shadow_json "$T/cap" 'j["divergent"]==8 and j["kept"]==2 and j["capped"]==6 and len(j["shapes"])==1 and j["shapes"][0]["call"]=="vattn_extend"' &&
     [ "$(count_h5 "$T/cap")" = 2 ] && ok "KCAP_SHADOW_PER_SHAPE=2: 8 divergent vattn_extend calls of one shape, 2 kept, 6 counted as capped" ||
     { cat "$T"/cap/shadow-*.json; fail "per-shape cap"; }
 
 # a candidate far slower than production (20 ms a call): off after 3 slow calls in a row
 with_kcap KCAP_DIR="$T/slow" KCAP_SHADOW="$SLOW" KCAP_SHADOW_MAX_SLOWDOWN=4 -- "$CLIENT" --calls 6 --seed 41 --hash >"$T/slow.out" 2>"$T/slow.err"
 cmp -s "$T/bare" "$T/slow.out" && [ "$(grep -c 'shadow mode off: the candidate .* took .* the 3-th call in a row over KCAP_SHADOW_MAX_SLOWDOWN=4' "$T/slow.err")" = 1 ] &&
-    "$PY" -c 'import glob,json,sys; j=json.load(open(glob.glob(sys.argv[1]+"/shadow-*.json")[0])); sys.exit(0 if not j["candidate"]["on"] and j["compared"]==3 and j["divergent"]==0 else 1)' "$T/slow" &&
+    shadow_json "$T/slow" 'not j["candidate"]["on"] and j["compared"]==3 and j["divergent"]==0' &&
     ok "a candidate 4x slower than production on 3 calls in a row: switched off with one line, 3 compared, host unaffected" ||
     { cat "$T/slow.err" "$T"/slow/shadow-*.json; fail "slow candidate"; }
 with_kcap KCAP_DIR="$T/slow0" KCAP_SHADOW="$SLOW" KCAP_SHADOW_MAX_SLOWDOWN=0 -- "$CLIENT" --calls 4 --seed 41 --hash >/dev/null 2>"$T/slow0.err"
 ! grep -q "shadow mode off" "$T/slow0.err" && ok "KCAP_SHADOW_MAX_SLOWDOWN=0: a slow candidate stays on" || fail "MAX_SLOWDOWN=0"
 
 # tolerances: the perturbed element is 0.5 off; atol 1 accepts it (env and kcap record)
-tol_json() { "$PY" -c 'import glob,json,sys; j=json.load(open(glob.glob(sys.argv[1]+"/shadow-*.json")[0])); t=j["tolerances"]; print(j["compared"], j["divergent"], t["half"]["atol"], t["half"]["rtol"], t["f32"]["atol"], t["f32"]["rtol"])' "$1"; }
+tol_json() { shadow_json "$1" -p '" ".join(str(x) for x in (j["compared"], j["divergent"], j["tolerances"]["half"]["atol"], j["tolerances"]["half"]["rtol"], j["tolerances"]["f32"]["atol"], j["tolerances"]["f32"]["rtol"]))'; }
 with_kcap KCAP_DIR="$T/atol" KCAP_SHADOW="$PERT" KCAP_SHADOW_ATOL=1.0 -- "$CLIENT" --calls 6 --seed 41 --hash >"$T/atol.out" 2>"$T/atol.err"
 [ "$(tol_json "$T/atol")" = "6 0 1 0.02 0.001 0.001" ] && [ "$(count_h5 "$T/atol")" = 0 ] && cmp -s "$T/bare" "$T/atol.out" &&
     ok "KCAP_SHADOW_ATOL=1.0: the perturbed candidate's 0.5 error is within tolerance, 6 compared, 0 divergent, the summary says atol 1" ||

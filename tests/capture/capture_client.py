@@ -17,15 +17,8 @@ import sys
 import numpy as np
 
 
-class VattnArgs(C.Structure):
-    _fields_ = [("struct_size", C.c_uint32), ("dtype", C.c_int32), ("index_type", C.c_int32),
-                ("bs", C.c_int32), ("q_len", C.c_int32), ("num_heads", C.c_int32),
-                ("num_slots", C.c_int64), ("max_kv_len", C.c_int64), ("sm_scale", C.c_float),
-                ("reserved0", C.c_uint32), ("q", C.c_void_p), ("q_stride_t", C.c_int64),
-                ("q_stride_h", C.c_int64), ("kv_cache", C.c_void_p), ("kv_stride", C.c_int64),
-                ("kv_indptr", C.c_void_p), ("kv_indices", C.c_void_p),
-                ("visibility", C.c_void_p), ("o", C.c_void_p), ("o_stride_t", C.c_int64),
-                ("o_stride_h", C.c_int64), ("lse", C.c_void_p)]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+from kcap.vattn import VattnArgs  # noqa: E402  (the one binding of the ABI)
 
 
 def bf16_nonzero(rng, n):

@@ -43,9 +43,12 @@ void kcap_unrelax(const kcap_cu *cu, CUstreamCaptureMode m) { cu->cuThreadExchan
 
 ksite *kcap_site(kring *r, int sid)
 {
-    if (sid < 0 || sid >= r->nsites)
+    /* the drainer reads sites while host threads add them: nsites is published (release)
+       only after the site's chunk exists */
+    if (sid < 0 || sid >= __atomic_load_n(&r->nsites, __ATOMIC_ACQUIRE))
         return NULL;
-    return &r->site_host[sid / KCAP_SITE_CHUNK][sid % KCAP_SITE_CHUNK];
+    ksite *h = r->site_host[sid / KCAP_SITE_CHUNK];
+    return h ? &h[sid % KCAP_SITE_CHUNK] : NULL;
 }
 
 CUdeviceptr kcap_site_dev(kring *r, int sid)
@@ -79,7 +82,9 @@ int kcap_site_new(kring *r)
         r->site_dev[c] = d;
         r->site_host[c] = h;
     }
-    return r->nsites++;
+    int sid = r->nsites;
+    __atomic_store_n(&r->nsites, sid + 1, __ATOMIC_RELEASE);
+    return sid;
 }
 
 /* The ring of the current context, created on first use (NULL: none possible). */
@@ -390,6 +395,7 @@ void kcap_gpu_atfork_child(void)
     /* CUDA does not survive fork: the child never touches the parent's ring */
     g_ring = NULL;
     pthread_mutex_init(&kcap_g_ring_lock, NULL);
+    kcap_gpu_shadow_graph_atfork_child();
 }
 
 void kcap_gpu_nomem_log(unsigned long long free_b, unsigned long long total_b, unsigned long long want)

@@ -520,6 +520,7 @@ void *kcap_drainer_main(void *arg)
             nanosleep(&ts, NULL);
         }
     }
+    kcap_gpu_shadow_graph_settle(r); /* graph replays run since the last reading */
     /* final device drop count for the stats line */
     kring_dev h;
     kcap_read_device(r, &h);

@@ -239,6 +239,7 @@ int kcap_gpu_shadow_graph(kring *r, kcap_slot *sl, const void *a, void *ws, size
                           uint64_t seq, kcap_call_fn cand, size_t cand_wsb, uint64_t cand_gen,
                           int *status_out, int *cand_failed);
 void kcap_gpu_shadow_graph_settle(kring *r);
+void kcap_gpu_shadow_graph_atfork_child(void);
 volatile kcmp_out *kcap_gslot_out(kring *r, int slot);
 /* The drainer thread (kcap_gpu_drain.c). */
 void *kcap_drainer_main(void *arg);

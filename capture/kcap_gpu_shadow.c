@@ -143,24 +143,25 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
     if (d->args_size > KCAP_ARGS_MAX)
         return 1;
     const kcap_cu *cu = kcap_cu_load(NULL);
+    CUstream st = (CUstream)stream;
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (!cu || cu->cuStreamIsCapturing(st, &cs) != CUDA_SUCCESS)
+        return 1;
+    /* the calls this path does not judge leave before any of its setup (ring, module, drainer) */
+    int graph = cs == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    if (graph ? !kcap_cfg()->shadow_graphs /* KCAP_SHADOW_GRAPHS=1 only: not yet run on a GPU */
+              : cs != CU_STREAM_CAPTURE_STATUS_NONE /* a capture the host's error invalidated */ ||
+                    !kcap_cfg()->gpu_async) /* KCAP_GPU_MODE=sync: eager calls not shadowed */
+        return 1;
     CUcontext ctx = NULL;
     kring *r = NULL;
-    if (cu && cu->cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx)
+    if (cu->cuCtxGetCurrent(&ctx) == CUDA_SUCCESS && ctx)
         r = kcap_ring_of(cu, ctx);
     if (!r || !r->cmp)
         return 1;
-    CUstream st = (CUstream)stream;
-    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (cu->cuStreamIsCapturing(st, &cs) != CUDA_SUCCESS)
-        return 1;
-    if (cs == CU_STREAM_CAPTURE_STATUS_ACTIVE) /* KCAP_SHADOW_GRAPHS=1 only: not yet run on a GPU */
-        return kcap_cfg()->shadow_graphs ? kcap_gpu_shadow_graph(r, sl, a, ws, wsb, st, seq, cand, cand_wsb,
-                                                                 cand_gen, status_out, cand_failed)
-                                         : 1;
-    if (cs != CU_STREAM_CAPTURE_STATUS_NONE)
-        return 1; /* a capture the host's error invalidated: run alone, as without shadow */
-    if (!kcap_cfg()->gpu_async)
-        return 1; /* KCAP_GPU_MODE=sync: eager device calls are not shadowed */
+    if (graph)
+        return kcap_gpu_shadow_graph(r, sl, a, ws, wsb, st, seq, cand, cand_wsb, cand_gen, status_out,
+                                     cand_failed);
     kcap_layout *lay = malloc(sizeof *lay);
     kcmp_args ca;
     memset(&ca, 0, sizeof ca);

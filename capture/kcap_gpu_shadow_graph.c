@@ -108,7 +108,17 @@ static CUdeviceptr gbuf_get(kring *r, cuuint64_t id, CUstream st, size_t need)
                       KCAP_GCAND_MAX >> 20);
         return 0;
     }
+    /* as the staging ring: the service keeps its reserve of device memory (kcap_ring_reserve) */
+    size_t free_b = 0, total_b = 0;
     CUdeviceptr p = 0;
+    if (r->cu->cuMemGetInfo(&free_b, &total_b) != CUDA_SUCCESS ||
+        free_b < need + kcap_ring_reserve(total_b)) {
+        kcap_log_once(&g_log_cap, KCAP_LOG_WARN, "shadow mode: no device memory for a CUDA graph's "
+                      "candidate buffer (%zu MiB free, the service keeps %llu MiB); further graph "
+                      "calls are not judged (counted as not_judged)", free_b >> 20,
+                      (unsigned long long)kcap_ring_reserve(total_b) >> 20);
+        return 0;
+    }
     if (r->cu->cuMemAlloc(&p, need ? need : 16) != CUDA_SUCCESS)
         return 0;
     r->gcand_bytes += need;
@@ -130,9 +140,10 @@ int kcap_gpu_shadow_graph(kring *r, kcap_slot *sl, const void *a, void *ws, size
     *cand_failed = 0;
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     cuuint64_t id = 0;
-    if (d->args_size > KCAP_ARGS_MAX || !r->poison || !cu->cuStreamGetCaptureInfo ||
-        cu->cuStreamGetCaptureInfo(st, &cs, &id, NULL, NULL, NULL, NULL) != CUDA_SUCCESS ||
-        cs != CU_STREAM_CAPTURE_STATUS_ACTIVE)
+    CUresult ie = cu->cuStreamGetCaptureInfo_v3 ? cu->cuStreamGetCaptureInfo_v3(st, &cs, &id, NULL, NULL, NULL, NULL)
+                  : cu->cuStreamGetCaptureInfo_v2 ? cu->cuStreamGetCaptureInfo_v2(st, &cs, &id, NULL, NULL, NULL)
+                                                  : CUDA_ERROR_NOT_SUPPORTED;
+    if (d->args_size > KCAP_ARGS_MAX || !r->poison || ie != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_ACTIVE)
         return 1;
     kcap_layout *lay = malloc(sizeof *lay);
     kcmp_args ca;
@@ -149,6 +160,8 @@ int kcap_gpu_shadow_graph(kring *r, kcap_slot *sl, const void *a, void *ws, size
     CUdeviceptr buf = gbuf_get(r, id, st, need);
     int slot = buf ? gslot_new(r) : -1;
     int sid = slot >= 0 ? kcap_site_new(r) : -1;
+    if (slot >= 0 && sid < 0 && slot == r->ngslots - 1)
+        r->ngslots--; /* no site for it: the slot goes back */
     kcap_unrelax(cu, m);
     ksite *s = sid >= 0 ? kcap_site(r, sid) : NULL;
     if (s) {
@@ -238,4 +251,11 @@ void kcap_gpu_shadow_graph_settle(kring *r)
             kcap_gpu_shadow_report(r, s, KCAP_SHADOW_LOST, NULL, NULL);
         s->seen_diverged = dv;
     }
+}
+
+void kcap_gpu_shadow_graph_atfork_child(void)
+{
+    /* the parent's buffers are not the child's (no CUDA after fork) */
+    memset(g_bufs, 0, sizeof g_bufs);
+    g_next_buf = 0;
 }

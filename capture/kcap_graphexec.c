@@ -266,10 +266,12 @@ static int kgx_node_kind(const kcap_cu *cu, CUgraphNode x)
 }
 
 /* Add to mine[*m] the nodes after shadow poison node p up to (not including) its compare:
- * the candidate's (kcap_gpu_shadow_graph.c). -1 when a path from p ends, or meets another
- * kcap node, before a compare: not the shape shadow mode leaves, so no twin. */
+ * the candidate's (kcap_gpu_shadow_graph.c). -1 when a path from p ends, meets another kcap
+ * node or a node another poison's walk took, before a compare: not the shape shadow mode
+ * leaves (a host node could be among them), so no twin. */
 static int kgx_between(const kcap_cu *cu, CUgraphNode p, CUgraphNode *mine, size_t *m, size_t cap)
 {
+    const size_t m0 = *m; /* mine[m0..] are this walk's */
     CUgraphNode *stack = calloc(cap + 1, sizeof *stack);
     size_t top = 0;
     int rc = stack ? 0 : -1;
@@ -284,10 +286,14 @@ static int kgx_between(const kcap_cu *cu, CUgraphNode p, CUgraphNode *mine, size
         }
         for (size_t j = 0; j < nn && !rc; j++) {
             int k = kgx_node_kind(cu, next[j]);
-            if (k == 3 || kgx_has(mine, *m, next[j]))
-                continue; /* the compare closes the path; a node already taken */
-            if (k != 0 || *m >= cap || top >= cap)
-                rc = -1; /* another kcap node inside, or more nodes than the graph has */
+            if (k == 3)
+                continue; /* the compare closes the path */
+            if (k != 0 || kgx_has(mine, m0, next[j]))
+                rc = -1; /* another kcap node inside, or a node taken before this walk */
+            else if (kgx_has(mine + m0, *m - m0, next[j]))
+                continue; /* this walk's already: two paths of the candidate join */
+            else if (*m >= cap || top >= cap)
+                rc = -1; /* more nodes than the graph has */
             else
                 mine[(*m)++] = stack[top++] = next[j];
         }

@@ -546,6 +546,8 @@ int kcap_shadow_device(kcap_slot *sl, const void *a, void *ws, size_t wsb, void 
 static int device_sink(kcap_slot *sl, const void *args, int verdict, kcap_snapshot *snap,
                        kcap_snapshot *cand, uint64_t seq, const kcap_gpu_shadow_times *t)
 {
+    if (!atomic_load(&g.on))
+        return 0; /* switched off (kcap shadow --off, slow, failing): its results are not counted */
     slow_check(sl->desc, t->prod_us, t->cand_us, seq);
     /* the candidate the call (or its graph) was launched with: a result of one replaced
        since is not counted (settle), not even as agreed */

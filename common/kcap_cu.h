@@ -109,16 +109,13 @@ extern "C" {
       (CUgraphExec *, CUgraph, unsigned long long))                                       \
     X(cuGraphExecGetFlags, "cuGraphExecGetFlags", CUresult, (CUgraphExec, cuuint64_t *))  \
     X(cuGraphExecDestroy, "cuGraphExecDestroy", CUresult, (CUgraphExec))                \
-    /* shadow mode inside CUDA graphs (capture/kcap_gpu_shadow_graph.c, CUDA 12.3+) */     \
-    X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", CUresult, (CUstream, CUstreamCaptureMode)) \
-    X(cuStreamEndCapture, "cuStreamEndCapture", CUresult, (CUstream, CUgraph *))          \
-    X(cuStreamGetCaptureInfo, "cuStreamGetCaptureInfo_v3", CUresult,                      \
+    /* shadow mode inside CUDA graphs (capture/kcap_gpu_shadow_graph.c): the capture id */ \
+    X(cuStreamGetCaptureInfo_v3, "cuStreamGetCaptureInfo_v3", CUresult,                   \
       (CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *, const CUgraphNode **,  \
        const void **, size_t *))                                                          \
-    X(cuStreamUpdateCaptureDependencies, "cuStreamUpdateCaptureDependencies_v2", CUresult, \
-      (CUstream, CUgraphNode *, const void *, size_t, unsigned int))                      \
-    X(cuGraphAddChildGraphNode, "cuGraphAddChildGraphNode", CUresult,                     \
-      (CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraph))
+    X(cuStreamGetCaptureInfo_v2, "cuStreamGetCaptureInfo_v2", CUresult,                   \
+      (CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *, const CUgraphNode **,  \
+       size_t *))
 
 typedef struct kcap_cu {
 #define KCAP_CU_MEMBER(name, sym, ret, params) ret(CUDAAPI *name) params;

@@ -5,7 +5,9 @@
 # (graph_cost.py), bare, with libkcap dormant (the default: the clean twin of the graph is
 # launched), dormant without twins (KCAP_GRAPH_TWINS=0: kcap's disarmed nodes run), shadowing with the production library as candidate
 # (every call agrees, nothing staged), and shadowing switched off by `kcap shadow PID --off`
-# after the graph was captured. Each line: per-call µs and the difference to bare.
+# after the graph was captured (capture stays armed: the instrumented exec runs, candidate
+# nodes included). Each line: per-call µs, the difference to bare, and how many launches ran
+# the clean twin (libkcap's stats line).
 . "$(dirname "$0")/lib.sh"
 need "$LIBKCAP" "$CUDALIB" "$KCAP"
 need_torch_gpu
@@ -19,8 +21,9 @@ for shape in ${GRAPH_COST_SHAPES:-1,8,2,512 4,16,4,1024 8,8,16,4096}; do
         local label=$1; shift
         local v; v=$(with_kcap KCAP_DIR="$T/$label" "$@" -- $G --shape "$shape" 2>"$T/err" | per_call)
         [ -n "$v" ] || { cat "$T/err"; v=nan; }
-        printf '[%s] %-10s %8.3f us/call  %+7.3f us/call vs bare\n' "$shape" "$label" "$v" \
-            "$(awk -v a="$v" -v b="$base" 'BEGIN { print a - b }')"
+        printf '[%s] %-10s %8.3f us/call  %+7.3f us/call vs bare  (%s)\n' "$shape" "$label" "$v" \
+            "$(awk -v a="$v" -v b="$base" 'BEGIN { print a - b }')" \
+            "$(grep -o 'graph_clean_launches=[0-9]*' "$T/err" | tail -1)"
     }
     row dormant KCAP_DORMANT=1
     row no-twins KCAP_DORMANT=1 KCAP_GRAPH_TWINS=0

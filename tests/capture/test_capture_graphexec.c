@@ -103,6 +103,33 @@ static void test_shadow_twin(void)
              "shadow nodes: the twin keeps h1 < h2 < h3 and none of kcap's or the candidate's nodes "
              "(stray %d)", g_snap.stray);
     expect_no_twin(shadow_graph(1), 0, "a poison node whose path ends without a compare");
+
+    /* a candidate that forks and joins: h1 -> poison -> (c1, c2) -> compare -> gate -> h2 */
+    int d = graph_new(-1);
+    int h1 = mk(d, CU_GRAPH_NODE_TYPE_KERNEL, HF(1), 1, NULL, 0);
+    int p = mk(d, CU_GRAPH_NODE_TYPE_KERNEL, KF(3), 0, &h1, 1);
+    int c[2] = {mk(d, CU_GRAPH_NODE_TYPE_KERNEL, HF(5), 0, &p, 1), mk(d, CU_GRAPH_NODE_TYPE_KERNEL, HF(6), 0, &p, 1)};
+    int q = mk(d, CU_GRAPH_NODE_TYPE_KERNEL, KF(4), 0, c, 2);
+    int k = mk(d, CU_GRAPH_NODE_TYPE_KERNEL, KF(0), 0, &q, 1);
+    mk(d, CU_GRAPH_NODE_TYPE_KERNEL, HF(2), 2, &k, 1);
+    void *xd = host_exec(d, 0);
+    kcap_graphexec_instantiated(xd, GH(d), 1, 0);
+    TK_CHECK(twin_of(xd) != xd && twin_ok(d) && g_snap.stray == 0 && g_snap.labels == 2,
+             "a candidate that forks and joins: all its nodes out, h1 < h2 kept (stray %d)", g_snap.stray);
+
+    /* the first site's poison without its own compare: its walk reaches host node h2, then a
+       node of the second site's candidate — in either walk order, no twin (h2 must never go) */
+    int e = graph_new(-1);
+    int pb = mk(e, CU_GRAPH_NODE_TYPE_KERNEL, KF(3), 0, NULL, 0);
+    int cb = mk(e, CU_GRAPH_NODE_TYPE_KERNEL, HF(5), 0, &pb, 1);
+    int qb = mk(e, CU_GRAPH_NODE_TYPE_KERNEL, KF(4), 0, &cb, 1);
+    mk(e, CU_GRAPH_NODE_TYPE_KERNEL, HF(3), 3, &qb, 1);
+    int e1 = mk(e, CU_GRAPH_NODE_TYPE_KERNEL, HF(1), 1, NULL, 0);
+    int pa = mk(e, CU_GRAPH_NODE_TYPE_KERNEL, KF(3), 0, &e1, 1);
+    int ca = mk(e, CU_GRAPH_NODE_TYPE_KERNEL, HF(5), 0, &pa, 1);
+    int e2 = mk(e, CU_GRAPH_NODE_TYPE_KERNEL, HF(2), 2, &ca, 1);
+    edge_new(e2, cb, 0);
+    expect_no_twin(e, 0, "a poison's walk reaching a host node and another site's candidate");
 }
 
 static void test_twins(void)

@@ -1,0 +1,245 @@
+/*
+ * test_capture_shadow_graph.c — shadow mode's CUDA-graph path (capture/kcap_gpu_shadow_graph.c)
+ * on a fake driver, no GPU: what a call captured into a graph puts on the stream (production,
+ * poison over exactly the candidate's outputs, the candidate on a copy of the args whose
+ * outputs are kcap's buffer, the compare reading production and candidate views, the gated
+ * stage launches), that the sites of one capture share one buffer and a larger call gets a
+ * new one, that a failing candidate or a rejected call leaves no gate and is never counted,
+ * that the service's memory reserve is kept, and that the drainer's reading of the running
+ * totals reports each replay once (agreed and lost), never a divergent one as agreed.
+ * The GPU run of the same path is tests/capture/test_capture_gpu_shadow.sh (section 5).
+ */
+#include "kcap_gpu_int.h"
+#include "kcap_graphexec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "verify_attn.h"
+#include "../testkit_vattn.h" /* TK_CHECK, QK, DV */
+
+/* ---- the fake driver: host memory stands for device memory; launches are recorded ---- */
+#define NL 64
+static struct {
+    CUfunction f;
+    unsigned long long a0, a1; /* poison: dst, bytes */
+    kcmp_args cmp;
+    int phase;
+    unsigned long long cond;
+} L[NL];
+static int nl, n_alloc, capture_active = 1;
+static size_t free_bytes = 8ull << 30;
+static char fn_poison, fn_cmp; /* their addresses are the CUfunctions */
+
+static CUresult CUDAAPI f_info3(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
+                                const CUgraphNode **d, const void **e, size_t *n)
+{
+    (void)g, (void)d, (void)e, (void)n;
+    *st = capture_active ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    *id = (cuuint64_t)(uintptr_t)s; /* one capture sequence per stream here */
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI f_meminfo(size_t *f, size_t *t) { *f = free_bytes, *t = 16ull << 30; return CUDA_SUCCESS; }
+static CUresult CUDAAPI f_alloc(CUdeviceptr *p, size_t n)
+{
+    void *m = calloc(1, n);
+    n_alloc++;
+    *p = (CUdeviceptr)(uintptr_t)m;
+    return m ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+static CUresult CUDAAPI f_halloc(void **p, size_t n, unsigned int fl) { (void)fl; *p = calloc(1, n); return *p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY; }
+static CUresult CUDAAPI f_free(CUdeviceptr p) { free((void *)(uintptr_t)p); return CUDA_SUCCESS; }
+static CUresult CUDAAPI f_hfree(void *p) { free(p); return CUDA_SUCCESS; }
+static CUresult CUDAAPI f_htod(CUdeviceptr d, const void *s, size_t n, CUstream st) { (void)st; memcpy((void *)(uintptr_t)d, s, n); return CUDA_SUCCESS; }
+static CUresult CUDAAPI f_sync(CUstream s) { (void)s; return CUDA_SUCCESS; }
+static CUresult CUDAAPI f_mode(CUstreamCaptureMode *m) { (void)m; return CUDA_SUCCESS; }
+static CUresult CUDAAPI f_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                 unsigned bz, unsigned sh, CUstream st, void **params, void **extra)
+{
+    (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)sh, (void)st, (void)extra;
+    if (nl >= NL)
+        return CUDA_ERROR_INVALID_VALUE;
+    L[nl].f = f;
+    if (f == (CUfunction)&fn_poison) {
+        L[nl].a0 = *(unsigned long long *)params[0];
+        L[nl].a1 = *(unsigned long long *)params[1];
+    } else if (f == (CUfunction)&fn_cmp) {
+        L[nl].cmp = *(kcmp_args *)params[0];
+    }
+    nl++;
+    return CUDA_SUCCESS;
+}
+
+static kcap_cu g_cu;
+const kcap_cu *kcap_cu_load(const char **why) { (void)why; return &g_cu; }
+const char *kcap_cu_errstr(const kcap_cu *cu, CUresult r) { (void)cu, (void)r; return "fake"; }
+
+/* ---- what kcap_gpu.c provides, as this test needs it ---- */
+pthread_mutex_t kcap_g_ring_lock = PTHREAD_MUTEX_INITIALIZER;
+static kring g_r;
+static ksite g_sites[KCAP_EAGER_SITES + 64];
+CUstreamCaptureMode kcap_relax(const kcap_cu *cu) { (void)cu; return CU_STREAM_CAPTURE_MODE_RELAXED; }
+void kcap_unrelax(const kcap_cu *cu, CUstreamCaptureMode m) { (void)cu, (void)m; }
+ksite *kcap_site(kring *r, int sid) { return sid >= 0 && sid < r->nsites ? &g_sites[sid] : NULL; }
+int kcap_site_new(kring *r) { return r->nsites < (int)(sizeof g_sites / sizeof g_sites[0]) ? r->nsites++ : -1; }
+CUdeviceptr kcap_site_dev(kring *r, int sid) { (void)r; return (CUdeviceptr)(0x9000 + sid); }
+kring *kcap_ring_of(const kcap_cu *cu, CUcontext ctx) { (void)cu, (void)ctx; return &g_r; }
+int kcap_eager_site_take(kring *r, int lowest) { (void)r, (void)lowest; return -1; }
+int kcap_ring_alloc_mem(kring *r, int may_wait) { (void)r, (void)may_wait; return -1; }
+CUresult kcap_stage_launch(kring *r, ksite *s, int sid, int phase, int force, CUdeviceptr cond, CUstream st)
+{
+    (void)r, (void)s, (void)sid, (void)force, (void)st;
+    if (nl >= NL)
+        return CUDA_ERROR_INVALID_VALUE;
+    L[nl].f = NULL;
+    L[nl].phase = phase;
+    L[nl++].cond = cond;
+    return CUDA_SUCCESS;
+}
+static int n_nodes_added;
+void kcap_graphexec_nodes_added(void) { n_nodes_added++; }
+
+/* ---- the production call, the candidate, the sink ---- */
+static int n_prod, n_cand, cand_status, prod_status;
+static vattn_args cand_got;
+static int prod(const void *a, void *ws, size_t wsb, void *st) { (void)a, (void)ws, (void)wsb, (void)st; n_prod++; return prod_status; }
+static int cand(const void *a, void *ws, size_t wsb, void *st)
+{
+    (void)ws, (void)wsb, (void)st;
+    memcpy(&cand_got, a, sizeof cand_got);
+    n_cand++;
+    return cand_status;
+}
+static int n_agreed, n_lost, n_other;
+static unsigned long long last_gen;
+static int sink(kcap_slot *sl, const void *args, int verdict, kcap_snapshot *snap, kcap_snapshot *c,
+                uint64_t seq, const kcap_gpu_shadow_times *t)
+{
+    (void)sl, (void)args, (void)snap, (void)c, (void)seq;
+    last_gen = t->cand_gen;
+    verdict == KCAP_SHADOW_AGREED ? n_agreed++ : verdict == KCAP_SHADOW_LOST ? n_lost++ : n_other++;
+    return 0;
+}
+
+#define AT(n) ((void *)(uintptr_t)(0x100000ull * (n)))
+static vattn_args call_args(int bs, int H)
+{
+    vattn_args a = {.struct_size = sizeof a, .dtype = VATTN_DTYPE_BF16, .index_type = VATTN_INDEX_INT64,
+                    .bs = bs, .q_len = 4, .num_heads = H, .num_slots = 4096, .sm_scale = 0.1f,
+                    .q = AT(1), .q_stride_t = (int64_t)H * QK, .q_stride_h = QK, .kv_cache = AT(2),
+                    .kv_stride = QK, .kv_indptr = AT(3), .kv_indices = AT(4), .visibility = NULL,
+                    .o = AT(6), .o_stride_t = (int64_t)H * DV, .o_stride_h = DV, .lse = AT(7)};
+    return a;
+}
+
+static int shadow_call(kcap_slot *sl, vattn_args *a, CUstream st, int *status, int *failed)
+{
+    nl = 0;
+    return kcap_gpu_shadow_graph(&g_r, sl, a, NULL, 0, st, 1, cand, 4096, 5, status, failed);
+}
+
+int main(void)
+{
+    g_cu.cuStreamGetCaptureInfo_v3 = f_info3;
+    g_cu.cuMemGetInfo = f_meminfo;
+    g_cu.cuMemAlloc = f_alloc;
+    g_cu.cuMemHostAlloc = f_halloc;
+    g_cu.cuMemFree = f_free;
+    g_cu.cuMemFreeHost = f_hfree;
+    g_cu.cuMemcpyHtoDAsync = f_htod;
+    g_cu.cuStreamSynchronize = f_sync;
+    g_cu.cuThreadExchangeStreamCaptureMode = f_mode;
+    g_cu.cuLaunchKernel = f_launch;
+    g_r.cu = &g_cu;
+    g_r.poison = (CUfunction)&fn_poison;
+    g_r.cmp = (CUfunction)&fn_cmp;
+    g_r.nblocks = 8;
+    g_r.nsites = KCAP_EAGER_SITES;
+    kcap_gpu_set_shadow_sink(sink);
+    kcap_slot sl;
+    memset(&sl, 0, sizeof sl);
+    sl.desc = kcap_call_find("vattn_verify");
+    atomic_store(&sl.real, prod);
+    TK_CHECK(sl.desc != NULL, "the vattn_verify description");
+
+    /* 1. one call in capture: the nodes, in stream order, and the site */
+    vattn_args a = call_args(2, 16);
+    int status = -1, failed = -1;
+    CUstream st = (CUstream)0x51;
+    int h = shadow_call(&sl, &a, st, &status, &failed);
+    const size_t o_bytes = (size_t)2 * 4 * 16 * DV * 2, lse_bytes = (size_t)2 * 4 * 16 * 4;
+    TK_CHECK(h == 2 && status == 0 && failed == 0 && n_prod == 1 && n_cand == 1, "graph nodes (h %d)", h);
+    TK_CHECK(nl == 4 && L[0].f == (CUfunction)&fn_poison && L[1].f == (CUfunction)&fn_cmp && !L[2].f &&
+                 L[2].phase == 0 && L[2].cond && !L[3].f && L[3].phase == 1 && !L[3].cond,
+             "poison, compare, gated phase 0, phase 1 (%d launches)", nl);
+    unsigned long long buf = L[0].a0;
+    TK_CHECK(L[0].a1 >= o_bytes + lse_bytes && L[0].a1 < o_bytes + lse_bytes + 2 * 256,
+             "the poison covers the candidate's outputs only (%llu bytes)", L[0].a1);
+    TK_CHECK((uintptr_t)cand_got.o >= buf && (uintptr_t)cand_got.lse >= buf + o_bytes &&
+                 (uintptr_t)cand_got.lse < buf + L[0].a1 && cand_got.q == a.q && cand_got.kv_cache == a.kv_cache,
+             "the candidate reads the service's inputs and writes kcap's buffer only");
+    const kcmp_args *ca = &L[1].cmp;
+    TK_CHECK(ca->nt == 2 && ca->t[0].prod == (uintptr_t)a.o && ca->t[0].cand == (uintptr_t)cand_got.o &&
+                 ca->t[1].prod == (uintptr_t)a.lse && ca->t[1].cand == (uintptr_t)cand_got.lse &&
+                 ca->t[0].dtype == 0 && ca->t[1].dtype == 2 && ca->t[0].rows == 2 * 4 * 16,
+             "the compare views: production o / lse against the candidate's");
+    TK_CHECK(L[2].cond == ca->dev + offsetof(kcmp_dev, cond), "the gate reads this compare's flag");
+    ksite *s = kcap_site(&g_r, KCAP_EAGER_SITES);
+    TK_CHECK(s && s->graph && s->shadow && s->cand_gen == 5 && s->lay.nout == 4 && s->gslot == 0 &&
+                 n_nodes_added == 1,
+             "site: graph, shadowed, candidate 5, production and candidate outputs staged");
+
+    /* 2. the same capture shares the buffer; a larger call gets a new one; another stream too */
+    int allocs = n_alloc;
+    h = shadow_call(&sl, &a, st, &status, &failed);
+    TK_CHECK(h == 2 && L[0].a0 == buf && n_alloc == allocs, "second site of the capture: the same buffer");
+    vattn_args big = call_args(8, 16);
+    h = shadow_call(&sl, &big, st, &status, &failed);
+    TK_CHECK(h == 2 && L[0].a0 != buf && n_alloc == allocs + 1, "a larger call: a new buffer");
+    h = shadow_call(&sl, &a, (CUstream)0x52, &status, &failed);
+    TK_CHECK(h == 2 && L[0].a0 != buf, "another capture: its own buffer");
+
+    /* 3. a failing candidate: no gate, never counted; a rejected call: nothing of ours */
+    cand_status = 3;
+    h = shadow_call(&sl, &a, st, &status, &failed);
+    ksite *fs = kcap_site(&g_r, g_r.nsites - 1);
+    TK_CHECK(h == -1 && failed == 3 && status == 0 && nl == 2 && L[1].f == (CUfunction)&fn_cmp && !fs->shadow,
+             "failing candidate: poison and compare close its nodes, no gate, the site unjudged");
+    cand_status = 0;
+    prod_status = 7;
+    int nc = n_cand;
+    h = shadow_call(&sl, &a, st, &status, &failed);
+    TK_CHECK(h == -1 && status == 7 && nl == 0 && n_cand == nc, "production rejects the call: no node of ours");
+    prod_status = 0;
+
+    /* 4. not in capture, or the service's memory reserve reached: not judged */
+    capture_active = 0;
+    TK_CHECK(shadow_call(&sl, &a, st, &status, &failed) == 1, "no capture active: not this path");
+    capture_active = 1;
+    free_bytes = 64ull << 20;
+    vattn_args huge = call_args(16, 128);
+    h = shadow_call(&sl, &huge, st, &status, &failed);
+    TK_CHECK(h == 1 && nl == 0, "too little device memory for the service's reserve: not judged");
+    free_bytes = 8ull << 30;
+
+    /* 5. the drainer's reading: each replay reported once, by kind */
+    volatile kcmp_out *o = kcap_gslot_out(&g_r, s->gslot);
+    o->compared = 5, o->diverged = 2, o->lost = 1;
+    kcap_gpu_shadow_graph_settle(&g_r);
+    TK_CHECK(n_agreed == 3 && n_lost == 1 && n_other == 0 && last_gen == 5,
+             "5 replays, 2 divergent (1 staged, 1 lost): 3 agreed + 1 lost reported (%d, %d)", n_agreed, n_lost);
+    kcap_gpu_shadow_graph_settle(&g_r);
+    TK_CHECK(n_agreed == 3 && n_lost == 1, "read again: nothing twice");
+    o->diverged = 3; /* a divergent replay counted before it shows in `compared` (device order) */
+    kcap_gpu_shadow_graph_settle(&g_r);
+    TK_CHECK(n_agreed == 3, "diverged ahead of compared: no agreed reported for it");
+    o->compared = 7;
+    kcap_gpu_shadow_graph_settle(&g_r);
+    TK_CHECK(n_agreed == 4 && n_lost == 1, "then compared catches up: one more agreed (%d)", n_agreed);
+    fs->gslot = s->gslot; /* an unjudged site (failed candidate) sharing nothing is skipped */
+    int before = n_agreed;
+    kcap_gpu_shadow_graph_settle(&g_r);
+    TK_CHECK(n_agreed == before, "unjudged sites are never read");
+    return tk_summary("test_capture_shadow_graph");
+}

@@ -177,6 +177,9 @@ typedef struct kring {
     CUdeviceptr gcmp_dev[KCAP_GSLOT_CHUNKS];
     int ngslots;
     unsigned long long gcand_bytes;  /* candidate buffer bytes taken for graphs */
+    CUstream trial;                  /* the candidate's trial capture (kcap_gpu_shadow_graph.c) */
+    unsigned long long trial_gen;    /* the candidate it tried last, and with what result */
+    int trial_ok, trial_done;
     void *bounce;                    /* pinned, KCAP_BOUNCE_BYTES */
     CUstream side;
     /* ring memory: set by the drainer (or the first eager call), read by callers */

@@ -17,6 +17,13 @@
  * candidate writes), at most KCAP_GCAND_MAX bytes for all graphs; beyond, calls are not judged.
  * Buffers are never freed: the graphs that use them may be replayed until the process ends.
  *
+ * Before a candidate's first call goes into a host's graph it is tried in a throwaway capture
+ * on a stream of kcap's (relaxed mode, the same arguments): one that is not capture-legal (a
+ * sync or query of its stream, an illegal call) invalidates only that trial, and is then not
+ * put into graphs at all (its graph calls are not judged). It runs in relaxed mode in the
+ * host's capture too, so a call that relaxed mode allows (an allocation) never invalidates the
+ * host's graph either.
+ *
  * The nodes from the poison kernel to the compare are exactly the candidate's, so the clean twin
  * of the graph (kcap_graphexec.c) takes them out with kcap's own: with shadow off and capture
  * disarmed, a replay runs none of them.
@@ -130,6 +137,42 @@ static CUdeviceptr gbuf_get(kring *r, cuuint64_t id, CUstream st, size_t need)
     return p;
 }
 
+static atomic_int g_log_trial;
+
+/* The candidate (number cand_gen) in a throwaway capture on kcap's trial stream, once per
+ * candidate: 1 when it captured cleanly (caller holds kcap_g_ring_lock; capture mode relaxed).
+ * Nothing of it runs: a captured graph is destroyed unlaunched. */
+static int trial_capture(kring *r, kcap_call_fn cand, const void *cargs, void *cws, size_t cwsb,
+                         unsigned long long cand_gen)
+{
+    const kcap_cu *cu = r->cu;
+    if (r->trial_done && r->trial_gen == cand_gen)
+        return r->trial_ok;
+    int ok = 0, cst = -1;
+    CUgraph g = NULL;
+    CUresult e = cu->cuStreamBeginCapture && cu->cuStreamEndCapture ? CUDA_SUCCESS : CUDA_ERROR_NOT_SUPPORTED;
+    if (e == CUDA_SUCCESS && !r->trial)
+        e = cu->cuStreamCreate(&r->trial, CU_STREAM_NON_BLOCKING);
+    if (e == CUDA_SUCCESS)
+        e = cu->cuStreamBeginCapture(r->trial, CU_STREAM_CAPTURE_MODE_RELAXED);
+    if (e == CUDA_SUCCESS) {
+        cst = cand(cargs, cws, cwsb, r->trial);
+        CUresult e2 = cu->cuStreamEndCapture(r->trial, &g); /* also ends an invalidated capture */
+        ok = cst == KCAP_CALL_OK && e2 == CUDA_SUCCESS && g;
+        if (g)
+            cu->cuGraphDestroy(g);
+        if (!ok)
+            kcap_log_once(&g_log_trial, KCAP_LOG_WARN, "shadow mode: the candidate cannot be captured "
+                          "into a CUDA graph (trial capture: candidate status %d, %s); its calls in "
+                          "graphs are not judged (counted as not_judged)",
+                          cst, kcap_cu_errstr(cu, e2));
+    }
+    r->trial_gen = cand_gen;
+    r->trial_done = 1;
+    r->trial_ok = ok;
+    return ok;
+}
+
 int kcap_gpu_shadow_graph(kring *r, kcap_slot *sl, const void *a, void *ws, size_t wsb, CUstream st,
                           uint64_t seq, kcap_call_fn cand, size_t cand_wsb, uint64_t cand_gen,
                           int *status_out, int *cand_failed)
@@ -180,8 +223,12 @@ int kcap_gpu_shadow_graph(kring *r, kcap_slot *sl, const void *a, void *ws, size
         s->cand_gen = cand_gen;
         kcap_shadow_site_args(s, d, a, lay, buf, off);
     }
+    void *cws = cand_wsb ? (void *)(uintptr_t)(buf + out_bytes) : NULL;
+    int tried = s && (m = kcap_relax(cu), trial_capture(r, cand, s->cargs, cws, cand_wsb, cand_gen));
+    if (s)
+        kcap_unrelax(cu, m);
     pthread_mutex_unlock(&kcap_g_ring_lock);
-    if (!s) {
+    if (!s || !tried) {
         free(lay);
         return 1; /* not judged: the caller runs the production call */
     }
@@ -198,9 +245,13 @@ int kcap_gpu_shadow_graph(kring *r, kcap_slot *sl, const void *a, void *ws, size
         return -1;
     }
     CUresult e = kcap_shadow_poison_launch(r, buf, out_bytes, st);
-    void *cws = cand_wsb ? (void *)(uintptr_t)(buf + out_bytes) : NULL;
-    /* the candidate's own host calls run as production's do: in the host's capture mode */
-    int cst = e == CUDA_SUCCESS ? cand(s->cargs, cws, cand_wsb, st) : KCAP_CALL_OK;
+    /* relaxed, as in its trial: a call that mode allows cannot invalidate the host's graph */
+    int cst = KCAP_CALL_OK;
+    if (e == CUDA_SUCCESS) {
+        m = kcap_relax(cu);
+        cst = cand(s->cargs, cws, cand_wsb, st);
+        kcap_unrelax(cu, m);
+    }
     /* the compare closes the candidate's nodes even when it failed (the twin needs both ends) */
     void *params[] = {&ca};
     if (e == CUDA_SUCCESS)

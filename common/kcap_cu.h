@@ -115,7 +115,10 @@ extern "C" {
        const void **, size_t *))                                                          \
     X(cuStreamGetCaptureInfo_v2, "cuStreamGetCaptureInfo_v2", CUresult,                   \
       (CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *, const CUgraphNode **,  \
-       size_t *))
+       size_t *))                                                                         \
+    /* ... and the candidate's trial capture on kcap's own stream */                       \
+    X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", CUresult, (CUstream, CUstreamCaptureMode)) \
+    X(cuStreamEndCapture, "cuStreamEndCapture", CUresult, (CUstream, CUgraph *))
 
 typedef struct kcap_cu {
 #define KCAP_CU_MEMBER(name, sym, ret, params) ret(CUDAAPI *name) params;

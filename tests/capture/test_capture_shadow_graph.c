@@ -5,7 +5,8 @@
  * outputs are kcap's buffer, the compare reading production and candidate views, the gated
  * stage launches), that the sites of one capture share one buffer and a larger call gets a
  * new one, that a failing candidate or a rejected call leaves no gate and is never counted,
- * that the service's memory reserve is kept, and that the drainer's reading of the running
+ * that the service's memory reserve is kept, that a candidate whose trial capture breaks (it
+ * syncs its stream) never reaches the host's graph, and that the drainer's reading of the running
  * totals reports each replay once (agreed and lost), never a divergent one as agreed.
  * The GPU run of the same path is tests/capture/test_capture_gpu_shadow.sh (section 5).
  */
@@ -54,6 +55,25 @@ static CUresult CUDAAPI f_hfree(void *p) { free(p); return CUDA_SUCCESS; }
 static CUresult CUDAAPI f_htod(CUdeviceptr d, const void *s, size_t n, CUstream st) { (void)st; memcpy((void *)(uintptr_t)d, s, n); return CUDA_SUCCESS; }
 static CUresult CUDAAPI f_sync(CUstream s) { (void)s; return CUDA_SUCCESS; }
 static CUresult CUDAAPI f_mode(CUstreamCaptureMode *m) { (void)m; return CUDA_SUCCESS; }
+/* the trial capture: invalidated when the candidate "syncs" the stream it captures on */
+static int n_trials, trial_open, trial_invalid, cand_syncs;
+static CUstream trial_stream;
+static CUresult CUDAAPI f_screate(CUstream *s, unsigned int fl) { (void)fl; *s = (CUstream)0x7777; return CUDA_SUCCESS; }
+static CUresult CUDAAPI f_begin(CUstream s, CUstreamCaptureMode m)
+{
+    (void)m;
+    n_trials++;
+    trial_open = 1, trial_invalid = 0, trial_stream = s;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI f_end(CUstream s, CUgraph *g)
+{
+    (void)s;
+    trial_open = 0;
+    *g = trial_invalid ? NULL : (CUgraph)0x8888;
+    return trial_invalid ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
+}
+static CUresult CUDAAPI f_gdestroy(CUgraph g) { (void)g; return CUDA_SUCCESS; }
 static CUresult CUDAAPI f_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                  unsigned bz, unsigned sh, CUstream st, void **params, void **extra)
 {
@@ -106,7 +126,11 @@ static vattn_args cand_got;
 static int prod(const void *a, void *ws, size_t wsb, void *st) { (void)a, (void)ws, (void)wsb, (void)st; n_prod++; return prod_status; }
 static int cand(const void *a, void *ws, size_t wsb, void *st)
 {
-    (void)ws, (void)wsb, (void)st;
+    (void)ws, (void)wsb;
+    if (cand_syncs && trial_open && st == trial_stream)
+        trial_invalid = 1; /* a stream sync during capture */
+    if (trial_open)
+        return cand_status; /* the trial: nothing recorded of it */
     memcpy(&cand_got, a, sizeof cand_got);
     n_cand++;
     return cand_status;
@@ -133,10 +157,11 @@ static vattn_args call_args(int bs, int H)
     return a;
 }
 
+static unsigned long long g_gen = 5;
 static int shadow_call(kcap_slot *sl, vattn_args *a, CUstream st, int *status, int *failed)
 {
     nl = 0;
-    return kcap_gpu_shadow_graph(&g_r, sl, a, NULL, 0, st, 1, cand, 4096, 5, status, failed);
+    return kcap_gpu_shadow_graph(&g_r, sl, a, NULL, 0, st, 1, cand, 4096, g_gen, status, failed);
 }
 
 int main(void)
@@ -151,6 +176,10 @@ int main(void)
     g_cu.cuStreamSynchronize = f_sync;
     g_cu.cuThreadExchangeStreamCaptureMode = f_mode;
     g_cu.cuLaunchKernel = f_launch;
+    g_cu.cuStreamCreate = f_screate;
+    g_cu.cuStreamBeginCapture = f_begin;
+    g_cu.cuStreamEndCapture = f_end;
+    g_cu.cuGraphDestroy = f_gdestroy;
     g_r.cu = &g_cu;
     g_r.poison = (CUfunction)&fn_poison;
     g_r.cmp = (CUfunction)&fn_cmp;
@@ -169,7 +198,8 @@ int main(void)
     CUstream st = (CUstream)0x51;
     int h = shadow_call(&sl, &a, st, &status, &failed);
     const size_t o_bytes = (size_t)2 * 4 * 16 * DV * 2, lse_bytes = (size_t)2 * 4 * 16 * 4;
-    TK_CHECK(h == 2 && status == 0 && failed == 0 && n_prod == 1 && n_cand == 1, "graph nodes (h %d)", h);
+    TK_CHECK(h == 2 && status == 0 && failed == 0 && n_prod == 1 && n_cand == 1 && n_trials == 1 && !trial_open,
+             "graph nodes after one clean trial capture of the candidate (h %d)", h);
     TK_CHECK(nl == 4 && L[0].f == (CUfunction)&fn_poison && L[1].f == (CUfunction)&fn_cmp && !L[2].f &&
                  L[2].phase == 0 && L[2].cond && !L[3].f && L[3].phase == 1 && !L[3].cond,
              "poison, compare, gated phase 0, phase 1 (%d launches)", nl);
@@ -193,7 +223,8 @@ int main(void)
     /* 2. the same capture shares the buffer; a larger call gets a new one; another stream too */
     int allocs = n_alloc;
     h = shadow_call(&sl, &a, st, &status, &failed);
-    TK_CHECK(h == 2 && L[0].a0 == buf && n_alloc == allocs, "second site of the capture: the same buffer");
+    TK_CHECK(h == 2 && L[0].a0 == buf && n_alloc == allocs && n_trials == 1,
+             "second site of the capture: the same buffer, no second trial");
     vattn_args big = call_args(8, 16);
     h = shadow_call(&sl, &big, st, &status, &failed);
     TK_CHECK(h == 2 && L[0].a0 != buf && n_alloc == allocs + 1, "a larger call: a new buffer");
@@ -213,7 +244,22 @@ int main(void)
     TK_CHECK(h == -1 && status == 7 && nl == 0 && n_cand == nc, "production rejects the call: no node of ours");
     prod_status = 0;
 
-    /* 4. not in capture, or the service's memory reserve reached: not judged */
+    /* 4. a candidate that breaks a capture (its trial): never in the host's graph, tried once */
+    g_gen = 6;
+    cand_syncs = 1;
+    int np = n_prod;
+    h = shadow_call(&sl, &a, st, &status, &failed);
+    TK_CHECK(h == 1 && nl == 0 && n_prod == np && n_trials == 2 && !trial_open,
+             "trial capture invalidated: not judged, nothing of ours on the host's stream, production left to the caller");
+    h = shadow_call(&sl, &a, st, &status, &failed);
+    TK_CHECK(h == 1 && nl == 0 && n_trials == 2, "the same candidate again: not tried again");
+    cand_syncs = 0;
+    g_gen = 7;
+    h = shadow_call(&sl, &a, st, &status, &failed);
+    TK_CHECK(h == 2 && n_trials == 3, "a new candidate: tried, then judged");
+    g_gen = 5;
+
+    /* 5. not in capture, or the service's memory reserve reached: not judged */
     capture_active = 0;
     TK_CHECK(shadow_call(&sl, &a, st, &status, &failed) == 1, "no capture active: not this path");
     capture_active = 1;
@@ -223,7 +269,7 @@ int main(void)
     TK_CHECK(h == 1 && nl == 0, "too little device memory for the service's reserve: not judged");
     free_bytes = 8ull << 30;
 
-    /* 5. the drainer's reading: each replay reported once, by kind */
+    /* 6. the drainer's reading: each replay reported once, by kind */
     volatile kcmp_out *o = kcap_gslot_out(&g_r, s->gslot);
     o->compared = 5, o->diverged = 2, o->lost = 1;
     kcap_gpu_shadow_graph_settle(&g_r);

@@ -71,7 +71,7 @@ CAPTURE_TEST_BINS := $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(C
                      $(CAPT)/snapcmp $(CAPT)/libvattn_null.so $(CAPT)/bench_dormant \
                      $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout $(CAPT)/badargs_client \
                      $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch \
-                     $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_graph
+                     $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev
 $(CAPT)/test_capture_config: tests/capture/test_capture_config.c $(OBJ)/capture/kcap_config_cli.o $(TESTKIT_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(filter-out %.h,$^) -o $@ $(LDFLAGS)
@@ -107,11 +107,11 @@ $(CAPT)/test_capture_layout: tests/capture/test_capture_layout.c capture/kcap_st
 	$(CC) $(CFLAGS) -Icapture tests/capture/test_capture_layout.c capture/kcap_stage_layout.c $(FORMATS_LIB) $(COMMON_OBJS) -o $@ $(LDFLAGS) $(FORMATS_LIBS)
 
 # the staging ring's placement, release order and sizing on a fake device (no GPU)
-# shadow mode's CUDA-graph path on a fake driver (kcap_gpu.c's part stood in by the test)
-$(CAPT)/test_capture_shadow_graph: tests/capture/test_capture_shadow_graph.c capture/kcap_gpu_shadow_graph.c capture/kcap_gpu_shadow.c \
+# shadow mode on the device, eager and CUDA-graph paths, on a fake driver (kcap_gpu.c stood in by the test)
+$(CAPT)/test_capture_shadow_dev: tests/capture/test_capture_shadow_dev.c capture/kcap_gpu_shadow_graph.c capture/kcap_gpu_shadow.c \
     capture/kcap_stage_layout.c capture/kcap_tags.c capture/kcap_ring.c $(CAPTURE_UNIT_SRCS) $(OBJ)/replay/kcap_compare.o $(FORMATS_LIB) $(COMMON_OBJS) $(wildcard capture/*.h) $(TESTKIT_H)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Icapture -Itests tests/capture/test_capture_shadow_graph.c capture/kcap_gpu_shadow_graph.c \
+	$(CC) $(CFLAGS) -Icapture -Itests tests/capture/test_capture_shadow_dev.c capture/kcap_gpu_shadow_graph.c \
 	  capture/kcap_gpu_shadow.c capture/kcap_stage_layout.c capture/kcap_tags.c capture/kcap_ring.c $(CAPTURE_UNIT_SRCS) \
 	  $(OBJ)/replay/kcap_compare.o $(FORMATS_LIB) $(filter-out %/kcap_cu.o,$(COMMON_OBJS)) -o $@ $(LDFLAGS) $(FORMATS_LIBS) -pthread -ldl -lm
 $(CAPT)/test_capture_ring: tests/capture/test_capture_ring.c capture/kcap_ring.c capture/kcap_ring.h $(TESTKIT_H)
@@ -144,7 +144,7 @@ $(CAPT)/bench_dormant: tests/capture/bench_dormant.c $(CAPT)/libvattn_null.so
 ifeq ($(KCAP_FORMATS_READY),1)
 ALL_TARGETS += $(KCAP_LIB) $(CAPTURE_TEST_BINS)
 TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout \
-         $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_graph \
+         $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev \
          tests/capture/test_capture_c.sh tests/capture/test_capture_py.sh tests/capture/test_capture_select.sh \
          tests/capture/test_capture_arm.sh tests/capture/test_capture_faults.sh \
          tests/capture/test_capture_concurrency.sh tests/capture/test_capture_faults_host.sh \
@@ -154,7 +154,7 @@ TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_ca
          tests/capture/test_capture_tags.sh tests/capture/test_capture_shadow.sh \
          tests/capture/test_capture_shadow_swap.sh
 ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout \
-         $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_graph \
+         $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev \
               tests/capture/test_capture_c.sh tests/capture/test_capture_faults_host.sh
 GPU_TESTS += tests/capture/test_capture_gpu.sh tests/capture/test_capture_gpu_graphexec.sh tests/capture/test_capture_gpu_long.sh tests/capture/test_capture_gpu_extend.sh \
              tests/capture/test_capture_gpu_faults.sh tests/capture/test_capture_gpu_shadow.sh

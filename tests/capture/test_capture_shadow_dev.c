@@ -1,5 +1,5 @@
 /*
- * test_capture_shadow_graph.c — shadow mode's CUDA-graph path (capture/kcap_gpu_shadow_graph.c)
+ * test_capture_shadow_dev.c — shadow mode on the device (capture/kcap_gpu_shadow.c, _graph.c)
  * on a fake driver, no GPU: what a call captured into a graph puts on the stream (production,
  * poison over exactly the candidate's outputs, the candidate on a copy of the args whose
  * outputs are kcap's buffer, the compare reading production and candidate views, the gated
@@ -7,7 +7,10 @@
  * new one, that a failing candidate or a rejected call leaves no gate and is never counted,
  * that the service's memory reserve is kept, that a candidate whose trial capture breaks (it
  * syncs its stream) never reaches the host's graph, and that the drainer's reading of the running
- * totals reports each replay once (agreed and lost), never a divergent one as agreed.
+ * totals reports each replay once (agreed and lost), never a divergent one as agreed. Also
+ * the dispatch (kcap_gpu_shadow): calls it will not judge (sync mode, graphs while
+ * KCAP_SHADOW_GRAPHS=0) leave before any ring is made, and the eager path's stream order, with
+ * a failing candidate recording the site's done event before the site is given back.
  * The GPU run of the same path is tests/capture/test_capture_gpu_shadow.sh (section 5).
  */
 #include "kcap_gpu_int.h"
@@ -74,6 +77,17 @@ static CUresult CUDAAPI f_end(CUstream s, CUgraph *g)
     return trial_invalid ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
 }
 static CUresult CUDAAPI f_gdestroy(CUgraph g) { (void)g; return CUDA_SUCCESS; }
+static CUresult CUDAAPI f_iscap(CUstream s, CUstreamCaptureStatus *st)
+{
+    (void)s;
+    *st = capture_active ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+}
+static CUresult CUDAAPI f_ctx(CUcontext *c) { *c = (CUcontext)0x1000; return CUDA_SUCCESS; }
+static CUresult CUDAAPI f_ecreate(CUevent *e, unsigned int fl) { static char ev[64]; static int n; (void)fl; *e = (CUevent)&ev[n++ % 64]; return CUDA_SUCCESS; }
+static CUevent recorded[NL];
+static int nrec;
+static CUresult CUDAAPI f_erecord(CUevent e, CUstream s) { (void)s; if (nrec < NL) recorded[nrec++] = e; return CUDA_SUCCESS; }
 static CUresult CUDAAPI f_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                  unsigned bz, unsigned sh, CUstream st, void **params, void **extra)
 {
@@ -104,8 +118,9 @@ void kcap_unrelax(const kcap_cu *cu, CUstreamCaptureMode m) { (void)cu, (void)m;
 ksite *kcap_site(kring *r, int sid) { return sid >= 0 && sid < r->nsites ? &g_sites[sid] : NULL; }
 int kcap_site_new(kring *r) { return r->nsites < (int)(sizeof g_sites / sizeof g_sites[0]) ? r->nsites++ : -1; }
 CUdeviceptr kcap_site_dev(kring *r, int sid) { (void)r; return (CUdeviceptr)(0x9000 + sid); }
-kring *kcap_ring_of(const kcap_cu *cu, CUcontext ctx) { (void)cu, (void)ctx; return &g_r; }
-int kcap_eager_site_take(kring *r, int lowest) { (void)r, (void)lowest; return -1; }
+static int n_ring_of;
+kring *kcap_ring_of(const kcap_cu *cu, CUcontext ctx) { (void)cu, (void)ctx; n_ring_of++; return &g_r; }
+int kcap_eager_site_take(kring *r, int lowest) { (void)r, (void)lowest; return g_sites[0].used && atomic_load(&g_sites[0].pending) ? -1 : 0; }
 int kcap_ring_alloc_mem(kring *r, int may_wait) { (void)r, (void)may_wait; return -1; }
 CUresult kcap_stage_launch(kring *r, ksite *s, int sid, int phase, int force, CUdeviceptr cond, CUstream st)
 {
@@ -180,6 +195,10 @@ int main(void)
     g_cu.cuStreamBeginCapture = f_begin;
     g_cu.cuStreamEndCapture = f_end;
     g_cu.cuGraphDestroy = f_gdestroy;
+    g_cu.cuStreamIsCapturing = f_iscap;
+    g_cu.cuCtxGetCurrent = f_ctx;
+    g_cu.cuEventCreate = f_ecreate;
+    g_cu.cuEventRecord = f_erecord;
     g_r.cu = &g_cu;
     g_r.poison = (CUfunction)&fn_poison;
     g_r.cmp = (CUfunction)&fn_cmp;
@@ -287,5 +306,42 @@ int main(void)
     int before = n_agreed;
     kcap_gpu_shadow_graph_settle(&g_r);
     TK_CHECK(n_agreed == before, "unjudged sites are never read");
-    return tk_summary("test_capture_shadow_graph");
+
+    /* 7. the dispatch: what it will not judge leaves before any ring exists */
+    kcap_config *cfg = kcap_cfg_mut();
+    cfg->gpu_async = 0, cfg->shadow_graphs = 0;
+    capture_active = 0;
+    nl = 0;
+    TK_CHECK(kcap_gpu_shadow(&sl, &a, NULL, 0, st, 1, cand, 4096, 5, &status, &failed) == 1 && n_ring_of == 0 &&
+                 nl == 0, "sync mode, an eager call: not judged, no ring made");
+    capture_active = 1;
+    cfg->gpu_async = 1;
+    TK_CHECK(kcap_gpu_shadow(&sl, &a, NULL, 0, st, 1, cand, 4096, 5, &status, &failed) == 1 && n_ring_of == 0,
+             "a graph call while KCAP_SHADOW_GRAPHS=0: not judged, no ring made");
+    cfg->shadow_graphs = 1;
+    TK_CHECK(kcap_gpu_shadow(&sl, &a, NULL, 0, st, 1, cand, 4096, 5, &status, &failed) == 2 && n_ring_of == 1,
+             "KCAP_SHADOW_GRAPHS=1: the graph path");
+
+    /* 8. the eager path: production, poison, candidate, compare, gated staging, done event */
+    capture_active = 0;
+    atomic_store(&g_r.base, 0x4000); /* the ring's memory, as the drainer allocates it */
+    g_sites[0].done = (CUevent)0xd0; /* made with the ring in kcap_gpu.c */
+    nl = 0, nrec = 0;
+    int np2 = n_prod;
+    h = kcap_gpu_shadow(&sl, &a, NULL, 0, st, 9, cand, 4096, 5, &status, &failed);
+    ksite *es = &g_sites[0];
+    TK_CHECK(h == 0 && n_prod == np2 + 1 && nl == 4 && L[0].f == (CUfunction)&fn_poison && L[1].f == (CUfunction)&fn_cmp &&
+                 L[2].phase == 0 && L[2].cond && L[3].phase == 1 && nrec == 5 && recorded[4] == es->done &&
+                 es->shadow && es->cand_gen == 5 && atomic_load(&es->pending),
+             "eager: poison, compare, gated staging, 4 timing events and the done event (%d launches, %d records)", nl, nrec);
+    TK_CHECK((uintptr_t)cand_got.o == es->cand && L[0].a0 == es->cand, "eager: the candidate writes the site's buffer");
+    atomic_store(&es->pending, 0); /* as the drainer would settle it */
+    cand_status = 4;
+    nl = 0, nrec = 0;
+    h = kcap_gpu_shadow(&sl, &a, NULL, 0, st, 10, cand, 4096, 5, &status, &failed);
+    TK_CHECK(h == -1 && failed == 4 && nl == 1 && nrec == 5 && recorded[4] == es->done && !atomic_load(&es->pending) &&
+                 atomic_load(&es->launched),
+             "eager, failing candidate: the done event recorded before the site is given back, no compare");
+    cand_status = 0;
+    return tk_summary("test_capture_shadow_dev");
 }

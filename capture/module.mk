@@ -106,7 +106,6 @@ $(CAPT)/test_capture_layout: tests/capture/test_capture_layout.c capture/kcap_st
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Icapture tests/capture/test_capture_layout.c capture/kcap_stage_layout.c $(FORMATS_LIB) $(COMMON_OBJS) -o $@ $(LDFLAGS) $(FORMATS_LIBS)
 
-# the staging ring's placement, release order and sizing on a fake device (no GPU)
 # shadow mode on the device, eager and CUDA-graph paths, on a fake driver (kcap_gpu.c stood in by the test)
 $(CAPT)/test_capture_shadow_dev: tests/capture/test_capture_shadow_dev.c capture/kcap_gpu_shadow_graph.c capture/kcap_gpu_shadow.c \
     capture/kcap_stage_layout.c capture/kcap_tags.c capture/kcap_ring.c $(CAPTURE_UNIT_SRCS) $(OBJ)/replay/kcap_compare.o $(FORMATS_LIB) $(COMMON_OBJS) $(wildcard capture/*.h) $(TESTKIT_H)
@@ -114,6 +113,7 @@ $(CAPT)/test_capture_shadow_dev: tests/capture/test_capture_shadow_dev.c capture
 	$(CC) $(CFLAGS) -Icapture -Itests tests/capture/test_capture_shadow_dev.c capture/kcap_gpu_shadow_graph.c \
 	  capture/kcap_gpu_shadow.c capture/kcap_stage_layout.c capture/kcap_tags.c capture/kcap_ring.c $(CAPTURE_UNIT_SRCS) \
 	  $(OBJ)/replay/kcap_compare.o $(FORMATS_LIB) $(filter-out %/kcap_cu.o,$(COMMON_OBJS)) -o $@ $(LDFLAGS) $(FORMATS_LIBS) -pthread -ldl -lm
+# the staging ring's placement, release order and sizing on a fake device (no GPU)
 $(CAPT)/test_capture_ring: tests/capture/test_capture_ring.c capture/kcap_ring.c capture/kcap_ring.h $(TESTKIT_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Icapture tests/capture/test_capture_ring.c capture/kcap_ring.c -o $@ $(LDFLAGS)

@@ -113,6 +113,7 @@ $(CAPT)/test_capture_shadow_dev: tests/capture/test_capture_shadow_dev.c capture
 	$(CC) $(CFLAGS) -Icapture -Itests tests/capture/test_capture_shadow_dev.c capture/kcap_gpu_shadow_graph.c \
 	  capture/kcap_gpu_shadow.c capture/kcap_stage_layout.c capture/kcap_tags.c capture/kcap_ring.c $(CAPTURE_UNIT_SRCS) \
 	  $(OBJ)/replay/kcap_compare.o $(FORMATS_LIB) $(filter-out %/kcap_cu.o,$(COMMON_OBJS)) -o $@ $(LDFLAGS) $(FORMATS_LIBS) -pthread -ldl -lm
+
 # the staging ring's placement, release order and sizing on a fake device (no GPU)
 $(CAPT)/test_capture_ring: tests/capture/test_capture_ring.c capture/kcap_ring.c capture/kcap_ring.h $(TESTKIT_H)
 	@mkdir -p $(@D)

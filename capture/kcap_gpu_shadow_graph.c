@@ -138,9 +138,10 @@ static CUdeviceptr gbuf_get(kring *r, cuuint64_t id, CUstream st, size_t need)
 }
 
 static atomic_int g_log_trial;
+static pthread_mutex_t g_trial_lock = PTHREAD_MUTEX_INITIALIZER; /* the trial stream and its result */
 
 /* The candidate (number cand_gen) in a throwaway capture on kcap's trial stream, once per
- * candidate: 1 when it captured cleanly (caller holds kcap_g_ring_lock; capture mode relaxed).
+ * candidate: 1 when it captured cleanly (caller holds g_trial_lock; capture mode relaxed).
  * Nothing of it runs: a captured graph is destroyed unlaunched. */
 static int trial_capture(kring *r, kcap_call_fn cand, const void *cargs, void *cws, size_t cwsb,
                          unsigned long long cand_gen)
@@ -224,10 +225,16 @@ int kcap_gpu_shadow_graph(kring *r, kcap_slot *sl, const void *a, void *ws, size
         kcap_shadow_site_args(s, d, a, lay, buf, off);
     }
     void *cws = cand_wsb ? (void *)(uintptr_t)(buf + out_bytes) : NULL;
-    int tried = s && (m = kcap_relax(cu), trial_capture(r, cand, s->cargs, cws, cand_wsb, cand_gen));
-    if (s)
-        kcap_unrelax(cu, m);
     pthread_mutex_unlock(&kcap_g_ring_lock);
+    /* the candidate's host code runs under no lock of ours (only the trial's own) */
+    int tried = 0;
+    if (s) {
+        pthread_mutex_lock(&g_trial_lock);
+        m = kcap_relax(cu);
+        tried = trial_capture(r, cand, s->cargs, cws, cand_wsb, cand_gen);
+        kcap_unrelax(cu, m);
+        pthread_mutex_unlock(&g_trial_lock);
+    }
     if (!s || !tried) {
         free(lay);
         return 1; /* not judged: the caller runs the production call */
@@ -309,4 +316,5 @@ void kcap_gpu_shadow_graph_atfork_child(void)
     /* the parent's buffers are not the child's (no CUDA after fork) */
     memset(g_bufs, 0, sizeof g_bufs);
     g_next_buf = 0;
+    pthread_mutex_init(&g_trial_lock, NULL);
 }

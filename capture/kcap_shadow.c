@@ -13,6 +13,7 @@
  * that returns an error status is switched off with one log line; the service never sees it.
  */
 #include "kcap_shadow.h"
+#include "kcap_shadow_summary.h"
 #include "kcap_gpu.h"
 #include "kcap_log.h"
 #include "kcap_meta.h"
@@ -36,14 +37,6 @@
 #include "kcap_compare.h" /* replay/: the rules every verdict uses */
 #include "kcap_version.h" /* common/ */
 
-#define KCAP_SHADOW_SHAPES 64
-
-typedef struct {
-    int call;
-    long long bs, q_len, heads;
-    unsigned long long compared, divergent, kept;
-    double worst_abs;
-} kcap_shadow_shape;
 
 static char g_dir[PATH_MAX]; /* where the summary goes (set by kcap_shadow_summary) */
 
@@ -571,54 +564,31 @@ static int device_sink(kcap_slot *sl, const void *args, int verdict, kcap_snapsh
 }
 
 /* A JSON number, or null for a non-finite one (a NaN/Inf position mismatch). */
-static const char *num(char *b, size_t n, double v)
-{
-    if (isfinite(v))
-        snprintf(b, n, "%.9g", v);
-    else
-        snprintf(b, n, "null");
-    return b;
-}
-
 void kcap_shadow_summary(const char *dir)
 {
     if (!g.handle)
         return;
     if (dir != g_dir)
         snprintf(g_dir, sizeof g_dir, "%s", dir);
-    char path[PATH_MAX], tmp[PATH_MAX + 16];
+    char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/shadow-%s-p%ld.json", dir, kcap_run_id(), (long)getpid());
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f)
+    kcap_shadow_view *v = calloc(1, sizeof *v);
+    if (!v)
         return;
-    pthread_mutex_lock(&g.lock);
-    fprintf(f, "{\n  \"tool\": \"kcap shadow\",\n  \"schema_version\": 1,\n  \"kcap_version\": \"%s\",\n",
-            KCAP_VERSION);
-    fprintf(f, "  \"candidate\": {\"path\": \"%s\", \"hash\": \"%s\", \"on\": %s},\n  \"swaps\": %llu,\n",
-            g.path, g.hash, atomic_load(&g.on) ? "true" : "false", g.swaps - 1);
-    fprintf(f, "  \"production_hash\": \"%s\",\n", g.prod_hash);
-    const kcap_shadow_tols *t = atomic_load(&g_tol); /* as replay's JSON writes them */
-    fprintf(f, "  \"tolerances\": {\"half\": {\"atol\": %.9g, \"rtol\": %.9g}, \"f32\": "
-            "{\"atol\": %.9g, \"rtol\": %.9g}},\n", t->v[0], t->v[1], t->v[2], t->v[3]);
-    fprintf(f, "  \"compared\": %llu,\n  \"divergent\": %llu,\n  \"kept\": %llu,\n  \"capped\": %llu,\n"
-            "  \"lost\": %llu,\n  \"not_judged\": %llu,\n", g.compared, g.divergent, g.kept,
-            g.capped, g.lost, g.not_judged);
-    char w[32];
-    fprintf(f, "  \"worst_abs\": %s,\n  \"worst_nonfinite\": %s,\n", num(w, sizeof w, g.worst_abs),
-            isinf(g.worst_abs) ? "true" : "false");
-    fprintf(f, "  \"worst_where\": \"%s\",\n  \"shapes\": [", g.worst_where);
-    for (int i = 0; i < g.nshapes; i++) {
-        const kcap_shadow_shape *s = &g.shapes[i];
-        fprintf(f, "%s\n    {\"call\": \"%s\", \"bs\": %lld, \"q_len\": %lld, \"num_heads\": %lld, "
-                "\"compared\": %llu, \"divergent\": %llu, \"kept\": %llu, \"worst_abs\": %s}",
-                i ? "," : "", kcap_builtin_calls[s->call].name, s->bs, s->q_len, s->heads,
-                s->compared, s->divergent, s->kept, num(w, sizeof w, s->worst_abs));
-    }
-    fprintf(f, "\n  ]\n}\n");
+    pthread_mutex_lock(&g.lock); /* a copy under the lock; the file work after it */
+    snprintf(v->path, sizeof v->path, "%s", g.path);
+    snprintf(v->hash, sizeof v->hash, "%s", g.hash);
+    snprintf(v->prod_hash, sizeof v->prod_hash, "%s", g.prod_hash);
+    snprintf(v->worst_where, sizeof v->worst_where, "%s", g.worst_where);
+    v->on = atomic_load(&g.on);
+    v->swaps = g.swaps - 1;
+    memcpy(v->tol, atomic_load(&g_tol)->v, sizeof v->tol);
+    v->compared = g.compared, v->divergent = g.divergent, v->kept = g.kept;
+    v->capped = g.capped, v->lost = g.lost, v->not_judged = g.not_judged;
+    v->worst_abs = g.worst_abs;
+    v->nshapes = g.nshapes;
+    memcpy(v->shapes, g.shapes, sizeof g.shapes[0] * (size_t)g.nshapes);
     pthread_mutex_unlock(&g.lock);
-    if (fflush(f) == 0 && fsync(fileno(f)) == 0 && fclose(f) == 0)
-        rename(tmp, path);
-    else
-        unlink(tmp);
+    kcap_shadow_summary_write(path, v);
+    free(v);
 }

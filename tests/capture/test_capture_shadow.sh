@@ -54,6 +54,13 @@ shadow_json "$T/same" 'j["compared"]==6 and j["divergent"]==0' &&
     [ "$(count_h5 "$T/same")" = 0 ] && cmp -s "$T/bare" "$T/same.out" &&
     grep -q "shadow_not_kept=6" "$T/same.err" &&
     ok "the production library as candidate: 6 compared, 0 divergent, nothing kept (shadow_not_kept=6 in the stats)" || { ls "$T/same"; fail "same-library candidate"; }
+# a candidate whose path holds a quote and a backslash: the summary still parses, path intact
+odd="$T/we\"ird\\dir"
+mkdir -p "$odd" && cp "$CPU" "$odd/cand.so"
+with_kcap KCAP_DIR="$T/odd" KCAP_SHADOW="$odd/cand.so" -- "$CLIENT" --calls 2 --seed 41 >/dev/null 2>"$T/odd.err"
+shadow_json "$T/odd" 'j["candidate"]["path"].endswith("we\"ird\\dir/cand.so") and j["compared"]==2' &&
+    ok "a candidate path with a quote and a backslash: the summary is valid JSON and names it exactly" ||
+    { cat "$T/odd.err" "$T"/odd/shadow-*.json; fail "summary with an odd candidate path"; }
 
 with_kcap KCAP_DIR="$T/err" KCAP_SHADOW="$ERRLIB" -- "$CLIENT" --calls 4 --seed 41 --hash >"$T/err.out" 2>"$T/err.err"
 cmp -s <(head -4 "$T/bare") "$T/err.out" && [ "$(grep -c 'shadow mode off' "$T/err.err")" = 1 ] &&

@@ -165,7 +165,7 @@ int kcap_capture_one(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
        (kv_indptr here, all tensors below) goes through the fault-safe ops. */
     size_t bound = 0;
     int status;
-    if (kcap_call_bound(d, a, &cx->ops, &bound, err)) {
+    if (kcap_call_bound(d, a, &cx->ops, KCAP_GATHER_SCRATCH, &bound, err)) {
         if (dev)
             kcap_dev_pop(&cx->dc, saved_ctx);
         status = kcap_real_uncaptured(real, a, ws, wsb, stream, &kcap_g_stats.failed_record);

@@ -11,12 +11,9 @@
 
 #include "kcap_calls.h"
 
-/* Upper bound of the bytes kcap_call_record() allocates for both phases of call `d` with
- * args `args`: every tensor's dense copy, plus the largest temporary of one tensor (a strided
- * span, a row list, the gather iovecs), plus bookkeeping. Index tensors that shapes depend on
- * (kv_indptr) are read through `mem` (fault-safe). 0, or a kcap_err with err set. */
-int kcap_call_bound(const kcap_call_desc *d, const void *args, const kcap_mem_ops *mem,
-                    size_t *bytes, kcap_error *err);
+/* The gather iovecs kcap_mem.c's memory ops allocate per ROWS copy (KCAP_IOV_BATCH = 1024
+ * pairs of 16 bytes): the scratch kcap_call_bound (formats/kcap_calls.h) is told of. */
+#define KCAP_GATHER_SCRATCH (2u * 1024u * 16u)
 
 /* Bytes a kcap_writer with these options holds (scratch buffers, zstd contexts, slots). */
 size_t kcap_writer_bytes(int threads, size_t chunk_bytes, int level);

@@ -154,6 +154,14 @@ const kcap_mem_ops *kcap_host_mem_ops(void);
 int kcap_call_record(const kcap_call_desc *d, const void *args, int phase,
                      const kcap_mem_ops *mem, kcap_snapshot *snap, kcap_error *err);
 
+/* Upper bound of the bytes kcap_call_record() allocates for both phases of call `d` with
+ * args `args` (kcap_bound.c): every tensor's dense copy, plus the largest temporary of one
+ * tensor (a strided span, a row list and the gather_scratch bytes `mem` allocates per ROWS
+ * copy), plus bookkeeping. Index tensors that shapes depend on (kv_indptr) are read through
+ * `mem` (fault-safe). 0, or a kcap_err with err set. */
+int kcap_call_bound(const kcap_call_desc *d, const void *args, const kcap_mem_ops *mem,
+                    size_t gather_scratch, size_t *bytes, kcap_error *err);
+
 /* How rebuild places a ROWS pool. */
 typedef enum kcap_pool_mode {
     KCAP_POOL_AUTO = 0,   /* original slot ids if pool_rows * row bytes <= max_pool_bytes,

@@ -159,7 +159,7 @@ ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/te
               tests/capture/test_capture_c.sh tests/capture/test_capture_faults_host.sh
 GPU_TESTS += tests/capture/test_capture_gpu.sh tests/capture/test_capture_gpu_graphexec.sh tests/capture/test_capture_gpu_long.sh tests/capture/test_capture_gpu_extend.sh \
              tests/capture/test_capture_gpu_faults.sh tests/capture/test_capture_gpu_shadow.sh
-BENCHES += tests/capture/bench_dormant.sh
+BENCHES += tests/capture/bench_dormant.sh tests/capture/bench_shadow_host.sh
 GPU_BENCHES += tests/capture/bench_capture_gpu.sh tests/capture/bench_graph_cost.sh
 endif
 

@@ -11,6 +11,9 @@
  * the dispatch (kcap_gpu_shadow): calls it will not judge (sync mode, graphs while
  * KCAP_SHADOW_GRAPHS=0) leave before any ring is made, and the eager path's stream order, with
  * a failing candidate recording the site's done event before the site is given back.
+ * `test_capture_shadow_dev --bench N` instead times N eager shadowed calls on the fake driver,
+ * whose calls cost nothing: kcap's own host work per call, without the driver's
+ * (bench_shadow_host.sh, docs/PERF.md).
  * The GPU run of the same path is tests/capture/test_capture_gpu_shadow.sh (section 5).
  */
 #include "kcap_gpu_int.h"
@@ -179,7 +182,45 @@ static int shadow_call(kcap_slot *sl, vattn_args *a, CUstream st, int *status, i
     return kcap_gpu_shadow_graph(&g_r, sl, a, NULL, 0, st, 1, cand, 4096, g_gen, status, failed);
 }
 
-int main(void)
+#include <time.h>
+static double now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+/* kcap's host work per eager shadowed call, the driver's calls costing nothing: production
+ * and candidate are empty functions, the site is settled at once as the drainer would. */
+static int bench(kcap_slot *sl, long n)
+{
+    kcap_config *cfg = kcap_cfg_mut();
+    cfg->gpu_async = 1;
+    capture_active = 0;
+    atomic_store(&g_r.base, 0x4000);
+    g_sites[0].done = (CUevent)0xd0;
+    vattn_args a = call_args(8, 16);
+    int status, failed;
+    double best = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = now_ns();
+        for (long i = 0; i < n; i++) {
+            nl = 0, nrec = 0;
+            if (kcap_gpu_shadow(sl, &a, NULL, 0, (CUstream)0x51, (uint64_t)i, cand, 4096, 5, &status, &failed))
+                return 1;
+            atomic_store(&g_sites[0].pending, 0);
+        }
+        double per = (now_ns() - t0) / (double)n;
+        best = per < best ? per : best;
+    }
+    /* nl counts poison, compare and one entry per staging phase; phase 0 is two launches */
+    printf("eager shadowed call, kcap's own host work (fake driver, no-op calls): %.0f ns/call "
+           "(best of 5 x %ld); per call %d kernel launches of kcap's and %d event records go to "
+           "the driver, besides the production and candidate calls\n", best, n, nl + 1, nrec);
+    return 0;
+}
+
+int main(int argc, char **argv)
 {
     g_cu.cuStreamGetCaptureInfo_v3 = f_info3;
     g_cu.cuMemGetInfo = f_meminfo;
@@ -210,6 +251,8 @@ int main(void)
     sl.desc = kcap_call_find("vattn_verify");
     atomic_store(&sl.real, prod);
     TK_CHECK(sl.desc != NULL, "the vattn_verify description");
+    if (argc == 3 && !strcmp(argv[1], "--bench"))
+        return bench(&sl, atol(argv[2]));
 
     /* 1. one call in capture: the nodes, in stream order, and the site */
     vattn_args a = call_args(2, 16);

@@ -301,17 +301,8 @@ int kcap_gpu_capture(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *s
     }
     ksite *s = sid >= 0 ? kcap_site(r, sid) : NULL;
     if (s) {
-        s->used = 1;
-        s->shadow = 0;
-        s->graph = in_capture;
-        memcpy(s->args, a, sl->desc->args_size);
-        s->sl = sl;
-        s->seq = seq;
-        s->gen++;
-        atomic_store(&s->launched, 0);
-        atomic_store(&s->pending, !in_capture);
+        kcap_site_fill(s, sl, a, seq, in_capture, 0, !in_capture);
         s->lay = *lay;
-        kcap_tags_text(s->tags, sizeof s->tags);
     }
     pthread_mutex_unlock(&kcap_g_ring_lock);
     free(lay);

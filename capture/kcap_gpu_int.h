@@ -19,6 +19,7 @@
 #include "kcap_tags.h"
 
 #include <pthread.h>
+#include <string.h>
 
 /* Eager calls reuse a small set of sites; a graph call keeps its site for the graph's life.
  * Sites live in chunks allocated as graphs are captured (device: 56 bytes a site). */
@@ -151,7 +152,7 @@ typedef struct ksite {
        drainer has reported of its running totals; both paths: the policy's number of the
        candidate the call was launched with (kcap_gpu_shadow's cand_gen) */
     int gslot;
-    unsigned long long seen_compared, seen_diverged, seen_lost;
+    unsigned long long seen_agreed, seen_lost; /* agreed and lost replays reported */
     unsigned long long cand_gen;
 } ksite;
 
@@ -208,6 +209,24 @@ extern pthread_mutex_t kcap_g_ring_lock; /* sites and ring creation */
 ksite *kcap_site(kring *r, int sid);
 /* One more site (caller holds kcap_g_ring_lock): its id, or -1 (none left, no memory). */
 int kcap_site_new(kring *r);
+/* A site taken for a new call (caller holds kcap_g_ring_lock): what the drainer needs to
+ * rebuild its snapshots (args, slot, sequence number, the thread's tags), a new launch
+ * number; pending for an eager call the drainer is to settle. Layout and shadow parts are
+ * the caller's. */
+static inline void kcap_site_fill(ksite *s, kcap_slot *sl, const void *a, uint64_t seq, int graph, int shadow,
+                    int pending)
+{
+    s->used = 1;
+    s->graph = graph;
+    s->shadow = shadow;
+    memcpy(s->args, a, sl->desc->args_size);
+    s->sl = sl;
+    s->seq = seq;
+    s->gen++;
+    atomic_store(&s->launched, 0);
+    atomic_store(&s->pending, pending);
+    kcap_tags_text(s->tags, sizeof s->tags);
+}
 CUdeviceptr kcap_site_dev(kring *r, int sid);
 /* Ring memory: allocate within the bound and the device's spare memory (0 ok, -1 none).
  * may_wait 0 (a host thread): give up at once if the drainer is busy with the memory. */

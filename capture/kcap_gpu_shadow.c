@@ -182,17 +182,8 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
     int sid = kcap_eager_site_take(r, 1);
     ksite *s = sid >= 0 ? kcap_site(r, sid) : NULL;
     if (s) {
-        s->used = 1;
-        s->graph = 0;
-        s->shadow = 1;
+        kcap_site_fill(s, sl, a, seq, 0, 1, 1);
         s->cand_gen = cand_gen;
-        memcpy(s->args, a, d->args_size);
-        s->sl = sl;
-        s->seq = seq;
-        s->gen++;
-        atomic_store(&s->launched, 0);
-        atomic_store(&s->pending, 1);
-        kcap_tags_text(s->tags, sizeof s->tags);
     }
     pthread_mutex_unlock(&kcap_g_ring_lock);
     CUresult e = CUDA_SUCCESS;

@@ -209,18 +209,10 @@ int kcap_gpu_shadow_graph(kring *r, kcap_slot *sl, const void *a, void *ws, size
     kcap_unrelax(cu, m);
     ksite *s = sid >= 0 ? kcap_site(r, sid) : NULL;
     if (s) {
-        s->used = 1;
-        s->graph = 1;
-        s->shadow = 0; /* judged (the drainer reads its totals) once its nodes are all in */
-        memcpy(s->args, a, d->args_size);
-        s->sl = sl;
-        s->seq = seq;
-        s->gen++;
-        atomic_store(&s->launched, 0);
-        atomic_store(&s->pending, 0);
-        kcap_tags_text(s->tags, sizeof s->tags);
+        /* shadow 0: judged (the drainer reads its totals) once its nodes are all in */
+        kcap_site_fill(s, sl, a, seq, 1, 0, 0);
         s->gslot = slot;
-        s->seen_compared = s->seen_diverged = s->seen_lost = 0;
+        s->seen_agreed = s->seen_lost = 0;
         s->cand_gen = cand_gen;
         kcap_shadow_site_args(s, d, a, lay, buf, off);
     }
@@ -301,13 +293,12 @@ void kcap_gpu_shadow_graph_settle(kring *r)
         __atomic_thread_fence(__ATOMIC_ACQUIRE);
         unsigned long long dv = o->diverged, lost = o->lost;
         unsigned long long agreed = c >= dv ? c - dv : 0;
-        for (; s->seen_compared < agreed; s->seen_compared++) {
+        for (; s->seen_agreed < agreed; s->seen_agreed++) {
             atomic_fetch_add(&kcap_g_stats.shadow_not_kept, 1);
             kcap_gpu_shadow_report(r, s, KCAP_SHADOW_AGREED, NULL, NULL);
         }
         for (; s->seen_lost < lost; s->seen_lost++)
             kcap_gpu_shadow_report(r, s, KCAP_SHADOW_LOST, NULL, NULL);
-        s->seen_diverged = dv;
     }
 }
 

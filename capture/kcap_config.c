@@ -199,6 +199,7 @@ void kcap_config_defaults(kcap_config *c)
     c->shadow_tol[KCAP_TOL_LSE_ATOL] = KCAP_CMP_ATOL_F32;
     c->shadow_tol[KCAP_TOL_LSE_RTOL] = KCAP_CMP_RTOL_F32;
     c->graph_twins = 1; /* a disarmed graph replay runs none of kcap's nodes (docs/PERF.md) */
+    c->shadow_graphs = 1; /* shadow mode judges graph replays too (test_capture_gpu_shadow.sh) */
 }
 
 #define BAD(...)                                                                           \

@@ -48,7 +48,7 @@ typedef struct kcap_config {
     uint64_t queue_bytes;    /* KCAP_QUEUE_BYTES: bound of all host memory capture allocates */
     int dormant;             /* KCAP_DORMANT=1 */
     int graph_twins;         /* KCAP_GRAPH_TWINS: clean twins of CUDA graphs (default 1) */
-    int shadow_graphs;       /* KCAP_SHADOW_GRAPHS=1: shadow calls in CUDA graph capture (default 0) */
+    int shadow_graphs;       /* KCAP_SHADOW_GRAPHS: shadow calls in CUDA graph capture (default 1) */
     int log;                 /* KCAP_LOG quiet|warn|info */
     int flush_ms;            /* KCAP_FLUSH_TIMEOUT seconds at exit, as ms */
     int fork_follow;         /* KCAP_FORK=follow (child captures into its own files) | dormant */

@@ -17,11 +17,11 @@
  *                   memory, read by the host's drainer thread.
  * kcap_ring_ctl     the host's changes to the ring (its memory, the graph budget), made under
  *                   the same lock, so no gate ever sees half of a change.
- * kcap_shadow_cmp   shadow mode: production outputs against the candidate's, on the call's
- *                   stream, with replay's rules (kcap_compare.h: NaN/Inf classes first, then
- *                   |got - want| > atol + rtol |want| in double, the worst element by ratio);
- *                   the last block publishes the result to mapped host memory and tells the
- *                   gate whether to stage the call (only divergent calls are staged).
+ * kcap_shadow_cmp   shadow mode (kcap_shadow_cmp.cuh): production outputs against the
+ *                   candidate's, on the call's stream, with replay's rules; its last block
+ *                   publishes the result to mapped host memory and runs the gate itself
+ *                   (only divergent calls are staged), and kcap_stage_both stages both
+ *                   phases in one launch.
  */
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -50,7 +50,6 @@ struct kcap_stage_args {
     unsigned long long site;    /* struct kcap_site_dev * */
     unsigned long long bell;    /* mapped pinned host: struct kcap_bell[KCAP_RING_NREC] */
     unsigned long long outcome; /* eager sites: mapped pinned host word (gen << 1 | captured) */
-    unsigned long long cond;    /* shadow: device int the compare set (0: agreed, skip); 0 none */
     unsigned long long lost;    /* shadow graph sites: mapped host counter of divergences not staged */
     unsigned long long count_src[KCAP_NCOUNTS]; /* device address of each count element */
     int count_size[KCAP_NCOUNTS]; /* 4 or 8 */
@@ -134,21 +133,16 @@ __device__ static void kcap_unlock(unsigned int *l)
 #define VOL(T, x) (*(volatile T *)&(x))
 
 /* One thread: does this launch capture, and where? Disarmed (graph budget spent, not an
- * eager call) it reads two words and leaves without taking the lock. */
-extern "C" __global__ void kcap_stage_gate(struct kcap_stage_args a)
+ * eager call) it reads two words and leaves without taking the lock. `wanted` 0: the call is
+ * not staged (shadow mode: the compare found no divergence); `shadow`: a divergence the ring or
+ * the graph budget turns away is counted in a.lost. */
+__device__ static void kcap_gate_run(const struct kcap_stage_args &a, int wanted, int shadow)
 {
     struct kcap_ring_dev *ring = (struct kcap_ring_dev *)a.ring;
     struct kcap_site_dev *site = (struct kcap_site_dev *)a.site;
-    if (threadIdx.x != 0 || blockIdx.x != 0)
-        return;
     int valid = 0;
     uint64_t start = 0, end = 0, ticket = 0;
     long long cnt[KCAP_NCOUNTS] = {0, 0};
-    int wanted = 1;
-    if (a.cond) { /* shadow: staged only when the compare found a divergence; consumed here */
-        wanted = VOL(int, *(int *)a.cond);
-        VOL(int, *(int *)a.cond) = 0;
-    }
     if (wanted &&
         (a.force || VOL(unsigned long long, ring->graph_taken) < VOL(unsigned long long, ring->graph_limit))) {
         kcap_lock(&ring->lock);
@@ -192,7 +186,7 @@ extern "C" __global__ void kcap_stage_gate(struct kcap_stage_args a)
         }
         kcap_unlock(&ring->lock);
     }
-    if (a.cond && wanted && !valid && a.lost) { /* a divergence the ring or budget turned away */
+    if (shadow && wanted && !valid && a.lost) { /* a divergence the ring or budget turned away */
         VOL(unsigned long long, *(unsigned long long *)a.lost) += 1;
         __threadfence_system();
     }
@@ -211,6 +205,12 @@ extern "C" __global__ void kcap_stage_gate(struct kcap_stage_args a)
         __threadfence_system();
     }
     __threadfence();
+}
+
+extern "C" __global__ void kcap_stage_gate(struct kcap_stage_args a)
+{
+    if (threadIdx.x == 0 && blockIdx.x == 0)
+        kcap_gate_run(a, 1, 0);
 }
 
 /* Copy `total` 16-byte words of rows laid out back to back in dst; word i is word i % per of
@@ -265,9 +265,11 @@ struct kcap_idx_src {
 
 __device__ static const uint4 kcap_zero_row[80] = {}; /* KCAP_ZERO_ROW_BYTES: ≥ any staged pool row */
 
-/* Copy kernel of a phase: every block reads the gate's decision and leaves at once when the
- * launch does not capture; otherwise all threads stride over the words of every segment. */
-extern "C" __global__ void kcap_stage(struct kcap_stage_args a)
+/* The copy of a phase: every block reads the gate's decision and leaves at once when the
+ * launch does not capture (returns 0); otherwise all threads stride over the words of every
+ * segment, and with `tail` the last block to finish resets the phase's count and, in phase 1,
+ * publishes the region (a phase run without its tail is followed by one with it). */
+__device__ static int kcap_stage_run(const struct kcap_stage_args &a, int tail)
 {
     struct kcap_ring_dev *ring = (struct kcap_ring_dev *)a.ring;
     struct kcap_site_dev *site = (struct kcap_site_dev *)a.site;
@@ -282,7 +284,7 @@ extern "C" __global__ void kcap_stage(struct kcap_stage_args a)
     }
     __syncthreads();
     if (!s_valid)
-        return;
+        return 0;
     char *base = (char *)(VOL(unsigned long long, ring->base) + s_start % VOL(unsigned long long, ring->cap));
     long long counted_off = a.fixed_bytes; /* the counted segments follow, in order */
     for (int k = 0; k < a.nsegs; k++) {
@@ -341,7 +343,7 @@ extern "C" __global__ void kcap_stage(struct kcap_stage_args a)
         }
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if (tail && threadIdx.x == 0) {
         __threadfence();
         unsigned int d = atomicAdd(&site->done, 1u);
         if (d == gridDim.x - 1) {
@@ -364,6 +366,20 @@ extern "C" __global__ void kcap_stage(struct kcap_stage_args a)
             }
             __threadfence();
         }
+    }
+    return 1;
+}
+
+extern "C" __global__ void kcap_stage(struct kcap_stage_args a) { kcap_stage_run(a, 1); }
+
+/* Shadow mode: both phases in one launch (inputs and outputs are all ready after the compare),
+ * one node less per call. The copies write disjoint parts of the region; phase 1's tail
+ * counts blocks that finished both. */
+extern "C" __global__ void kcap_stage_both(struct kcap_stage_args in, struct kcap_stage_args out)
+{
+    if (kcap_stage_run(in, 0)) {
+        __syncthreads(); /* s_valid and friends are read again by phase 1 */
+        kcap_stage_run(out, 1);
     }
 }
 
@@ -423,7 +439,10 @@ struct kcap_cmp_acc {
 struct kcap_cmp_dev { /* per site, device memory; zero except first_nonfinite = ~0 */
     struct kcap_cmp_acc t[KCAP_CMP_MAX];
     unsigned int blocks_done;
-    int cond; /* read and cleared by the gate */
+    int pad;
+    /* the running totals of kcap_cmp_out, kept here: the compare only writes host memory
+       (a read of mapped memory is a PCIe round trip) */
+    unsigned long long compared, diverged;
 };
 
 struct kcap_cmp_res {
@@ -447,144 +466,7 @@ struct kcap_cmp_args {
     struct kcap_cmp_tensor t[KCAP_CMP_MAX];
 };
 
-__device__ static double kcap_load(const char *p, int dt)
-{
-    if (dt == 2)
-        return (double)*(const float *)p;
-    unsigned short b = *(const unsigned short *)p;
-    if (dt == 1)
-        return (double)__half2float(__ushort_as_half(b));
-    return (double)__uint_as_float((unsigned int)b << 16);
-}
-
-__device__ static int kcap_class(double v) { return isnan(v) ? 1 : isinf(v) ? (v > 0 ? 2 : 3) : 0; }
-
-__device__ static unsigned long long kcap_warp_max(unsigned long long v)
-{
-    for (int o = 16; o; o >>= 1) {
-        unsigned long long w = __shfl_xor_sync(0xffffffffu, v, o);
-        v = w > v ? w : v;
-    }
-    return v;
-}
-
-__device__ static unsigned long long kcap_warp_min(unsigned long long v)
-{
-    for (int o = 16; o; o >>= 1) {
-        unsigned long long w = __shfl_xor_sync(0xffffffffu, v, o);
-        v = w < v ? w : v;
-    }
-    return v;
-}
-
-__device__ static unsigned long long kcap_warp_sum(unsigned long long v)
-{
-    for (int o = 16; o; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-extern "C" __global__ void kcap_shadow_cmp(struct kcap_cmp_args a)
-{
-    struct kcap_cmp_dev *dev = (struct kcap_cmp_dev *)a.dev;
-    __shared__ unsigned long long sh[5][32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
-    for (int k = 0; k < a.nt; k++) {
-        const struct kcap_cmp_tensor *t = &a.t[k];
-        const int es = t->dtype == 2 ? 4 : 2;
-        const long long n = t->rows * t->row_elems, n1 = t->n1 > 0 ? t->n1 : 1;
-        unsigned long long nonfinite = 0, first = ~0ull, beyond = 0, worst = 0, max_abs = 0;
-        for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-             i += (long long)gridDim.x * blockDim.x) {
-            long long r = i / t->row_elems, c = i - r * t->row_elems;
-            long long off = (r / n1) * t->s0 + (r % n1) * t->s1 + c * es;
-            double got = kcap_load((const char *)t->cand + off, t->dtype);
-            double want = kcap_load((const char *)t->prod + off, t->dtype);
-            int cg = kcap_class(got), cw = kcap_class(want);
-            if (cg != cw) {
-                nonfinite++;
-                if ((unsigned long long)i < first)
-                    first = (unsigned long long)i;
-                continue;
-            }
-            if (cg)
-                continue; /* the same NaN/Inf on both sides */
-            double d = fabs(got - want), band = t->atol + t->rtol * fabs(want);
-            unsigned long long db = (unsigned long long)__double_as_longlong(d);
-            max_abs = db > max_abs ? db : max_abs;
-            if (d > band)
-                beyond++;
-            float ratio = band > 0 ? (float)(d / band) : (d > 0 ? __int_as_float(0x7f800000) : 0.f);
-            unsigned long long w = ((unsigned long long)__float_as_uint(ratio) << 32) |
-                                   (unsigned long long)(unsigned int)(i < 0xffffffffll ? i : 0xffffffffll);
-            worst = w > worst ? w : worst;
-        }
-        /* block reduction, then one atomic per quantity per block */
-        nonfinite = kcap_warp_sum(nonfinite), beyond = kcap_warp_sum(beyond);
-        first = kcap_warp_min(first), worst = kcap_warp_max(worst), max_abs = kcap_warp_max(max_abs);
-        if (lane == 0) {
-            sh[0][warp] = nonfinite, sh[1][warp] = beyond, sh[2][warp] = first;
-            sh[3][warp] = worst, sh[4][warp] = max_abs;
-        }
-        __syncthreads();
-        if (warp == 0) {
-            int ok = lane < nwarps;
-            nonfinite = kcap_warp_sum(ok ? sh[0][lane] : 0);
-            beyond = kcap_warp_sum(ok ? sh[1][lane] : 0);
-            first = kcap_warp_min(ok ? sh[2][lane] : ~0ull);
-            worst = kcap_warp_max(ok ? sh[3][lane] : 0);
-            max_abs = kcap_warp_max(ok ? sh[4][lane] : 0);
-            if (lane == 0) {
-                struct kcap_cmp_acc *acc = &dev->t[k];
-                if (nonfinite)
-                    atomicAdd(&acc->nonfinite, nonfinite);
-                if (beyond)
-                    atomicAdd(&acc->beyond, beyond);
-                if (first != ~0ull)
-                    atomicMin(&acc->first_nonfinite, first);
-                if (worst)
-                    atomicMax(&acc->worst, worst);
-                if (max_abs)
-                    atomicMax(&acc->max_abs, max_abs);
-            }
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-        __threadfence();
-        if (atomicAdd(&dev->blocks_done, 1u) == gridDim.x - 1) { /* the last block: publish */
-            __threadfence();
-            struct kcap_cmp_out *out = (struct kcap_cmp_out *)a.out;
-            int divergent = 0;
-            for (int k = 0; k < a.nt; k++) {
-                struct kcap_cmp_acc *acc = &dev->t[k];
-                struct kcap_cmp_res *res = &out->t[k];
-                res->nonfinite = VOL(unsigned long long, acc->nonfinite);
-                res->first_nonfinite = VOL(unsigned long long, acc->first_nonfinite);
-                res->beyond = VOL(unsigned long long, acc->beyond);
-                unsigned long long w = VOL(unsigned long long, acc->worst);
-                res->worst_elem = w ? (w & 0xffffffffull) : ~0ull;
-                res->worst_ratio = (double)__uint_as_float((unsigned int)(w >> 32));
-                res->max_abs = __longlong_as_double((long long)VOL(unsigned long long, acc->max_abs));
-                divergent |= res->nonfinite != 0 || res->beyond != 0;
-                acc->nonfinite = acc->beyond = acc->worst = acc->max_abs = 0;
-                acc->first_nonfinite = ~0ull;
-            }
-            out->divergent = divergent;
-            if (divergent) /* before `compared`: a reader of compared then diverged never
-                              takes a divergent replay for an agreeing one */
-                VOL(unsigned long long, out->diverged) += 1;
-            __threadfence_system();
-            VOL(unsigned long long, out->compared) += 1;
-            __threadfence_system();
-            VOL(unsigned int, out->gen) = a.gen;
-            __threadfence_system();
-            dev->cond = divergent;
-            dev->blocks_done = 0;
-            __threadfence();
-        }
-    }
-}
+#include "kcap_shadow_cmp.cuh"
 
 /* Shadow mode: the candidate's outputs poisoned (0xFF bytes: NaN in bf16, fp16 and fp32)
  * before it runs, so a candidate that writes nothing is seen as NaN, never as agreement.

@@ -119,7 +119,8 @@ static kring *kcap_ring_get(const kcap_cu *cu, CUcontext ctx)
     if (ok && e == CUDA_SUCCESS) e = cu->cuModuleGetFunction(&r->gate, r->mod, "kcap_stage_gate");
     if (ok && e == CUDA_SUCCESS) e = cu->cuModuleGetFunction(&r->ctl, r->mod, "kcap_ring_ctl");
     if (ok && e == CUDA_SUCCESS && (cu->cuModuleGetFunction(&r->cmp, r->mod, "kcap_shadow_cmp") ||
-                                    cu->cuModuleGetFunction(&r->poison, r->mod, "kcap_shadow_poison")))
+                                    cu->cuModuleGetFunction(&r->poison, r->mod, "kcap_shadow_poison") ||
+                                    cu->cuModuleGetFunction(&r->stage_both, r->mod, "kcap_stage_both")))
         r->cmp = NULL; /* shadow mode then does not judge device calls */
     CUdevice dev = 0;
     int sms = 0;
@@ -196,30 +197,32 @@ static kring *kcap_ring_get(const kcap_cu *cu, CUcontext ctx)
 
 kring *kcap_ring_of(const kcap_cu *cu, CUcontext ctx) { return kcap_ring_get(cu, ctx); }
 
-CUresult kcap_stage_launch(kring *r, ksite *s, int sid, int phase, int force, CUdeviceptr cond,
-                           CUstream st)
+void kcap_stage_args_fill(kring *r, ksite *s, int sid, int phase, int force, kstage_args *p)
+{
+    memset(p, 0, sizeof *p);
+    p->ring = r->hdr;
+    p->site = kcap_site_dev(r, sid);
+    p->bell = (uintptr_t)r->bell;
+    p->outcome = force ? (uintptr_t)&r->outcome[sid] : 0;
+    for (int c = 0; c < KCAP_NCOUNTS; c++) {
+        p->count_src[c] = s->lay.count_src[c];
+        p->count_size[c] = s->lay.count_size[c];
+    }
+    p->ncounts = s->lay.ncounts;
+    p->fixed_bytes = s->lay.fixed_bytes;
+    p->phase = phase;
+    p->site_id = sid;
+    p->force = force;
+    p->gen = s->gen;
+    int n = phase == 0 ? s->lay.nin : s->lay.nout;
+    p->nsegs = n;
+    memcpy(p->seg, phase == 0 ? s->lay.seg_in : s->lay.seg_out, sizeof(kseg) * (size_t)n);
+}
+
+CUresult kcap_stage_launch(kring *r, ksite *s, int sid, int phase, int force, CUstream st)
 {
     kstage_args p;
-    memset(&p, 0, sizeof p);
-    p.ring = r->hdr;
-    p.site = kcap_site_dev(r, sid);
-    p.bell = (uintptr_t)r->bell;
-    p.outcome = force ? (uintptr_t)&r->outcome[sid] : 0;
-    p.cond = cond;
-    p.lost = cond && s->graph ? (uintptr_t)&kcap_gslot_out(r, s->gslot)->lost : 0;
-    for (int c = 0; c < KCAP_NCOUNTS; c++) {
-        p.count_src[c] = s->lay.count_src[c];
-        p.count_size[c] = s->lay.count_size[c];
-    }
-    p.ncounts = s->lay.ncounts;
-    p.fixed_bytes = s->lay.fixed_bytes;
-    p.phase = phase;
-    p.site_id = sid;
-    p.force = force;
-    p.gen = s->gen;
-    int n = phase == 0 ? s->lay.nin : s->lay.nout;
-    p.nsegs = n;
-    memcpy(p.seg, phase == 0 ? s->lay.seg_in : s->lay.seg_out, sizeof(kseg) * (size_t)n);
+    kcap_stage_args_fill(r, s, sid, phase, force, &p);
     void *params[] = {&p};
     CUresult e = CUDA_SUCCESS;
     if (phase == 0) /* one thread decides for both phases of this launch */
@@ -318,11 +321,11 @@ int kcap_gpu_capture(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *s
         return -1;
     }
     CUstream st = (CUstream)stream;
-    CUresult e = kcap_stage_launch(r, s, sid, 0, !in_capture, 0, st);
+    CUresult e = kcap_stage_launch(r, s, sid, 0, !in_capture, st);
     int status = kcap_real(real, a, ws, wsb, stream);
     s->status = status;
     if (e == CUDA_SUCCESS)
-        e = kcap_stage_launch(r, s, sid, 1, !in_capture, 0, st);
+        e = kcap_stage_launch(r, s, sid, 1, !in_capture, st);
     if (e == CUDA_SUCCESS && !in_capture)
         e = cu->cuEventRecord(s->done, st);
     *status_out = status;
@@ -356,7 +359,8 @@ int kcap_gpu_own_kind(const void *f)
         return 2;
     if (f == (const void *)r->cmp)
         return 3;
-    return f == (const void *)r->stage || f == (const void *)r->gate || f == (const void *)r->ctl;
+    return f == (const void *)r->stage || f == (const void *)r->gate || f == (const void *)r->ctl ||
+           (r->stage_both && f == (const void *)r->stage_both);
 }
 
 int kcap_gpu_own_function(const void *f) { return kcap_gpu_own_kind(f) != 0; }

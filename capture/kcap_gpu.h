@@ -22,7 +22,7 @@ void kcap_gpu_shutdown(int timeout_ms);
 /* Shadow mode on the GPU (kcap_gpu_shadow.c), zero-stall calls: the production call, then
  * on the same stream the candidate `cand` into outputs and workspace of ours (cand_wsb
  * bytes), the compare kernel, and staging that runs only when the compare found a
- * divergence; in CUDA graph capture (KCAP_SHADOW_GRAPHS=1) all of it as graph nodes,
+ * divergence; in CUDA graph capture (unless KCAP_SHADOW_GRAPHS=0) all of it as graph nodes,
  * judged at every replay. The host never waits. cand_gen (the policy's candidate number)
  * comes back with every report of this call, so results of a replaced candidate can be told
  * apart. Returns as kcap_gpu_capture (0 staged: the drainer settles it; 1 not handled; <0

@@ -52,7 +52,7 @@
 #define KCAP_GRANT_IDLE_NS 100000000ull
 
 typedef struct {
-    unsigned long long ring, site, bell, outcome, cond, lost;
+    unsigned long long ring, site, bell, outcome, lost;
     unsigned long long count_src[KCAP_NCOUNTS];
     int count_size[KCAP_NCOUNTS];
     int ncounts;
@@ -105,7 +105,8 @@ typedef struct {
 typedef struct {
     kcmp_acc t[KCAP_CMP_MAX];
     unsigned int blocks_done;
-    int cond;
+    int pad;
+    unsigned long long compared, diverged; /* kcmp_out's totals: the device's own copy */
 } kcmp_dev;
 
 typedef struct {
@@ -160,7 +161,7 @@ typedef struct kring {
     const kcap_cu *cu;
     CUcontext ctx;
     CUmodule mod;
-    CUfunction stage, gate, ctl, cmp, poison;
+    CUfunction stage, gate, ctl, cmp, poison, stage_both;
     int nblocks;                     /* staging grid: 2 blocks per SM */
     CUdeviceptr hdr;                 /* kring_dev */
     CUdeviceptr ctl_out;             /* 3 words written by kcap_ring_ctl */
@@ -233,10 +234,11 @@ CUdeviceptr kcap_site_dev(kring *r, int sid);
 int kcap_ring_alloc_mem(kring *r, int may_wait);
 /* Log once why there is no ring (kcap_gpu.c). */
 void kcap_gpu_nomem_log(unsigned long long free_b, unsigned long long total_b, unsigned long long want);
-/* Launch a site's gate (phase 0) and staging kernel of a phase; cond: shadow's compare
- * flag (0: none). */
-CUresult kcap_stage_launch(kring *r, ksite *s, int sid, int phase, int force, CUdeviceptr cond,
-                           CUstream st);
+/* The staging kernels' arguments of a site's phase (force: an eager call, no graph budget;
+ * lost 0: shadow mode's judge launch sets it). */
+void kcap_stage_args_fill(kring *r, ksite *s, int sid, int phase, int force, kstage_args *p);
+/* Launch a site's gate (phase 0) and staging kernel of a phase. */
+CUresult kcap_stage_launch(kring *r, ksite *s, int sid, int phase, int force, CUstream st);
 /* The ring of the current context (NULL: none possible), and a free eager site (-1: none),
  * the next in turn or (lowest: shadow mode, whose sites own candidate buffers, so few should
  * be in use) the first free. Caller holds kcap_g_ring_lock. */
@@ -255,6 +257,13 @@ int kcap_shadow_cmp_view(const kcap_layout *lay, CUdeviceptr cand, const size_t 
 void kcap_shadow_site_args(ksite *s, const kcap_call_desc *d, const void *a, const kcap_layout *lay,
                            CUdeviceptr cand, const size_t *off);
 CUresult kcap_shadow_poison_launch(kring *r, CUdeviceptr p, size_t bytes, CUstream st);
+/* The compare's grid: one thread per 16-byte load of the largest tensor, at most r->nblocks. */
+unsigned kcap_shadow_cmp_blocks(const kring *r, const kcmp_args *ca);
+/* After the candidate: the compare, whose last block runs the gate (only a divergent call is
+ * staged), then both staging phases in one launch (kcap_stage_both). force: an eager call;
+ * stage 0: the compare alone, no gate (a failed candidate's graph nodes: nothing is staged). */
+CUresult kcap_shadow_judge_launch(kring *r, ksite *s, int sid, int force, kcmp_args *ca, int stage,
+                                  CUstream st);
 /* The graph path (kcap_gpu_shadow_graph.c): a call in CUDA graph capture (kcap_gpu_shadow's
  * contract), and the drainer's reading of the graph sites' running totals. */
 int kcap_gpu_shadow_graph(kring *r, kcap_slot *sl, const void *a, void *ws, size_t wsb, CUstream st,

@@ -7,11 +7,12 @@
  * as NaN, never as agreement); the candidate's entry point on a copy of the args whose output
  * and workspace pointers are this site's buffers (it never writes service memory; it reads
  * the service's inputs, which the production call does not modify); kcap_shadow_cmp
- * (kcap_gather.cu: replay's rules, the result to mapped host memory); then the usual gate and
- * staging kernels, but the gate stages the call only when the compare found a divergence, and
- * phase 1 also stages the candidate's outputs. Agreeing calls cost candidate + compare + three
- * kernels that exit at once; the drainer (kcap_gpu_drain.c) settles them from the compare's
- * result and rebuilds divergent ones with both output sets.
+ * (kcap_shadow_cmp.cuh: replay's rules, the result to mapped host memory), whose last block is
+ * the gate: it stages the call only when it found a divergence; then kcap_stage_both, both
+ * staging phases in one launch, the candidate's outputs included. Agreeing calls cost the
+ * candidate + poison + compare + one kernel that exits at once (bench_shadow_kernels.cu); the
+ * drainer (kcap_gpu_drain.c) settles them from the compare's result and rebuilds divergent
+ * ones with both output sets.
  *
  * Calls inside CUDA graph capture take the same steps as graph nodes
  * (kcap_gpu_shadow_graph.c); the helpers both paths share are here.
@@ -117,6 +118,37 @@ void kcap_shadow_site_args(ksite *s, const kcap_call_desc *d, const void *a, con
     s->lay.nout = 2 * lay->nout;
 }
 
+unsigned kcap_shadow_cmp_blocks(const kring *r, const kcmp_args *ca)
+{
+    long long work = 0; /* 16-byte loads of the largest tensor: one a thread, at most r->nblocks */
+    for (int k = 0; k < ca->nt; k++) {
+        long long es = ca->t[k].dtype == 2 ? 4 : 2, w = (ca->t[k].rows * ca->t[k].row_elems * es + 15) / 16;
+        work = w > work ? w : work;
+    }
+    long long b = (work + KCAP_CMP_THREADS - 1) / KCAP_CMP_THREADS;
+    return b < 1 ? 1u : b > r->nblocks ? (unsigned)r->nblocks : (unsigned)b;
+}
+
+CUresult kcap_shadow_judge_launch(kring *r, ksite *s, int sid, int force, kcmp_args *ca, int stage,
+                                  CUstream st)
+{
+    kstage_args in, out;
+    memset(&in, 0, sizeof in); /* ring 0: the compare runs no gate */
+    if (stage) {
+        kcap_stage_args_fill(r, s, sid, 0, force, &in);
+        kcap_stage_args_fill(r, s, sid, 1, force, &out);
+        if (s->graph) /* replays the host never sees: a divergence not staged is counted */
+            in.lost = (uintptr_t)&kcap_gslot_out(r, s->gslot)->lost;
+    }
+    void *cp[] = {ca, &in}, *sp[] = {&in, &out};
+    CUresult e = r->cu->cuLaunchKernel(r->cmp, kcap_shadow_cmp_blocks(r, ca), 1, 1, KCAP_CMP_THREADS, 1, 1, 0,
+                                       st, cp, NULL);
+    if (e == CUDA_SUCCESS && stage) /* enough threads to stream the KV rows; agreeing, they exit at once */
+        e = r->cu->cuLaunchKernel(r->stage_both, (unsigned)r->nblocks, 1, 1, KCAP_STAGE_THREADS, 1, 1, 0,
+                                  st, sp, NULL);
+    return e;
+}
+
 CUresult kcap_shadow_poison_launch(kring *r, CUdeviceptr p, size_t bytes, CUstream st)
 {
     unsigned long long dst = p, n = bytes;
@@ -149,7 +181,7 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
         return 1;
     /* the calls this path does not judge leave before any of its setup (ring, module, drainer) */
     int graph = cs == CU_STREAM_CAPTURE_STATUS_ACTIVE;
-    if (graph ? !kcap_cfg()->shadow_graphs /* KCAP_SHADOW_GRAPHS=1 only: not yet run on a GPU */
+    if (graph ? !kcap_cfg()->shadow_graphs /* KCAP_SHADOW_GRAPHS=0: graph calls not shadowed */
               : cs != CU_STREAM_CAPTURE_STATUS_NONE /* a capture the host's error invalidated */ ||
                     !kcap_cfg()->gpu_async) /* KCAP_GPU_MODE=sync: eager calls not shadowed */
         return 1;
@@ -244,15 +276,8 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
     ca.dev = r->cmp_dev + (CUdeviceptr)sid * sizeof(kcmp_dev);
     ca.out = (uintptr_t)&r->cmp_out[sid];
     ca.gen = s->gen;
-    void *params[] = {&ca};
     if (e == CUDA_SUCCESS)
-        e = cu->cuLaunchKernel(r->cmp, (unsigned)r->nblocks, 1, 1, KCAP_CMP_THREADS, 1, 1, 0, st,
-                               params, NULL);
-    CUdeviceptr cond = ca.dev + offsetof(kcmp_dev, cond);
-    if (e == CUDA_SUCCESS)
-        e = kcap_stage_launch(r, s, sid, 0, 1, cond, st);
-    if (e == CUDA_SUCCESS)
-        e = kcap_stage_launch(r, s, sid, 1, 1, 0, st);
+        e = kcap_shadow_judge_launch(r, s, sid, 1, &ca, 1, st);
     if (e == CUDA_SUCCESS)
         e = cu->cuEventRecord(s->done, st);
     int ours = e != CUDA_SUCCESS && atomic_exchange(&s->pending, 0);

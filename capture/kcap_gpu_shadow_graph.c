@@ -5,9 +5,9 @@
  *
  * In capture order on the host's stream, after the production call: kcap_shadow_poison on the
  * candidate's outputs, the candidate's entry point (its kernels become nodes), kcap_shadow_cmp
- * into this site's compare slot, the gate (it stages the replay only when the compare found a
- * divergence and the graph budget has a unit) and the two staging kernels, the second of which
- * also stages the candidate's outputs. The compare keeps running totals in mapped host memory
+ * into this site's compare slot, whose last block is the gate (it stages the replay only when
+ * it found a divergence and the graph budget has a unit), and kcap_stage_both, which stages
+ * inputs and both output sets. The compare keeps running totals in mapped host memory
  * (replays compared, found divergent; the gate adds divergent replays it could not stage), and
  * the drainer reports their growth per site (kcap_gpu_shadow_graph_settle); a staged divergence
  * reaches it as a doorbell and is rebuilt as for an eager call.
@@ -251,21 +251,15 @@ int kcap_gpu_shadow_graph(kring *r, kcap_slot *sl, const void *a, void *ws, size
         cst = cand(s->cargs, cws, cand_wsb, st);
         kcap_unrelax(cu, m);
     }
-    /* the compare closes the candidate's nodes even when it failed (the twin needs both ends) */
-    void *params[] = {&ca};
+    /* the compare closes the candidate's nodes even when it failed (the twin needs both ends);
+       then it runs no gate and nothing is staged */
     if (e == CUDA_SUCCESS)
-        e = cu->cuLaunchKernel(r->cmp, (unsigned)r->nblocks, 1, 1, KCAP_CMP_THREADS, 1, 1, 0, st,
-                               params, NULL);
+        e = kcap_shadow_judge_launch(r, s, sid, 0, &ca, cst == KCAP_CALL_OK, st);
     if (e == CUDA_SUCCESS && cst != KCAP_CALL_OK) {
         *cand_failed = cst; /* its totals are never read: the site stays unjudged */
         kcap_graphexec_nodes_added();
         return -1;
     }
-    CUdeviceptr cond = ca.dev + offsetof(kcmp_dev, cond);
-    if (e == CUDA_SUCCESS)
-        e = kcap_stage_launch(r, s, sid, 0, 0, cond, st);
-    if (e == CUDA_SUCCESS)
-        e = kcap_stage_launch(r, s, sid, 1, 0, 0, st);
     kcap_graphexec_nodes_added();
     if (e != CUDA_SUCCESS) {
         atomic_fetch_add(&kcap_g_stats.failed_record, 1);

@@ -275,8 +275,8 @@ int kcap_shadow_request(const char *cmd, char *reply, size_t n)
 void kcap_shadow_skip_device(void)
 {
     kcap_log_once(&g_log_dev, KCAP_LOG_WARN, "shadow mode: calls inside CUDA graph capture run "
-                  "as captured, not compared (counted as not_judged); KCAP_SHADOW_GRAPHS=1 judges "
-                  "them at every replay");
+                  "as captured, not compared (counted as not_judged): KCAP_SHADOW_GRAPHS=0 or the "
+                  "synchronous GPU mode");
 }
 
 static long long scalar(const kcap_snapshot *s, const char *name)

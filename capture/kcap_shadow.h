@@ -8,7 +8,7 @@
  * candidate's (/candidate, format 1.2). The service always gets the production results.
  * Policy layer (beside kcap_callrec, which calls it). Host-memory calls (the CPU library)
  * are judged on the calling thread; eager device calls on the GPU, on the call's stream
- * (kcap_gpu_shadow.c), the drainer reporting back, and with KCAP_SHADOW_GRAPHS=1 calls in
+ * (kcap_gpu_shadow.c), the drainer reporting back, and (unless KCAP_SHADOW_GRAPHS=0) calls in
  * CUDA graph capture at every replay (kcap_gpu_shadow_graph.c).
  */
 #ifndef KCAP_SHADOW_H

@@ -26,7 +26,7 @@ KCAP_HAVE_NVCC := $(shell test -x $(NVCC) && echo 1)
 KCAP_PTX := $(OBJ)/capture/kcap_gather.ptx
 ifeq ($(KCAP_HAVE_NVCC),1)
 # compute_75 PTX is JIT-compiled by the driver for the GPU actually present.
-$(KCAP_PTX): capture/kcap_gather.cu capture/kcap_ring.h
+$(KCAP_PTX): capture/kcap_gather.cu capture/kcap_shadow_cmp.cuh capture/kcap_ring.h
 	@mkdir -p $(@D)
 	$(NVCC) -ptx -arch=compute_75 -O3 -Icapture -o $@ $<
 $(OBJ)/capture/kcap_ptx.o: capture/kcap_ptx.S $(KCAP_PTX)
@@ -158,10 +158,21 @@ ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/te
          $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev \
               tests/capture/test_capture_c.sh tests/capture/test_capture_faults_host.sh
 GPU_TESTS += tests/capture/test_capture_gpu.sh tests/capture/test_capture_gpu_graphexec.sh tests/capture/test_capture_gpu_long.sh tests/capture/test_capture_gpu_extend.sh \
-             tests/capture/test_capture_gpu_faults.sh tests/capture/test_capture_gpu_shadow.sh
+             tests/capture/test_capture_gpu_faults.sh tests/capture/test_capture_gpu_shadow.sh \
+             tests/capture/test_capture_gpu_cmp.sh
 BENCHES += tests/capture/bench_dormant.sh tests/capture/bench_shadow_host.sh
-GPU_BENCHES += tests/capture/bench_capture_gpu.sh tests/capture/bench_graph_cost.sh
+GPU_BENCHES += tests/capture/bench_capture_gpu.sh tests/capture/bench_graph_cost.sh tests/capture/bench_shadow_kernels.sh
 endif
+
+# shadow mode's device work on its own (dev harness: checks the compare against a double judge,
+# then times every node it adds per call); GPU only, built by test-gpu / bench-gpu
+KCAP_SHADOW_KBENCH := $(CAPT)/bench_shadow_kernels
+$(KCAP_SHADOW_KBENCH): tests/capture/bench_shadow_kernels.cu capture/kcap_gather.cu capture/kcap_shadow_cmp.cuh capture/kcap_ring.h
+	@mkdir -p $(@D)
+	$(NVCC) -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_120,code=sm_120 \
+	  -Icapture -o $@ $<
+GPU_PREREQS += $(KCAP_SHADOW_KBENCH)
+CUDA_ONLY_TARGETS += $(KCAP_SHADOW_KBENCH)
 
 # ---- host-invariant test (test_capture_host.sh): errno, fork during a capture, dlsym scope,
 # transient process_vm_readv errors. A test-only preload shim and a RTLD_LOCAL library pair.

@@ -27,16 +27,17 @@ for shape in ${GRAPH_COST_SHAPES:-1,8,2,512 4,16,4,1024 8,8,16,4096}; do
     }
     row dormant KCAP_DORMANT=1
     row no-twins KCAP_DORMANT=1 KCAP_GRAPH_TWINS=0
-    row shadow KCAP_SHADOW="$CUDALIB" KCAP_SHADOW_GRAPHS=1
+    row shadow KCAP_SHADOW="$CUDALIB"
     # shadow on while the graph is captured, then switched off from outside
     rm -f "$T/go" "$T/ready"
-    with_kcap KCAP_DIR="$T/off" KCAP_SHADOW="$CUDALIB" KCAP_SHADOW_GRAPHS=1 -- $G --shape "$shape" --wait-for "$T/go" --ready "$T/ready" \
+    with_kcap KCAP_DIR="$T/off" KCAP_SHADOW="$CUDALIB" -- $G --shape "$shape" --wait-for "$T/go" --ready "$T/ready" \
         >"$T/off.json" 2>"$T/err" &
     pid=$!
     for _ in $(seq 300); do [ -e "$T/ready" ] && break; sleep 0.1; done
+    pid=$(cat "$T/ready" 2>/dev/null || echo "$pid") # the python process itself
     "$KCAP" shadow "$pid" --off >"$T/offcmd" 2>&1 || { echo "kcap shadow --off failed:"; cat "$T/offcmd"; }
     touch "$T/go"
-    wait "$pid"
+    wait
     v=$(per_call <"$T/off.json"); [ -n "$v" ] || { cat "$T/err"; v=nan; }
     printf '[%s] %-10s %8.3f us/call  %+7.3f us/call vs bare\n' "$shape" shadow-off "$v" \
         "$(awk -v a="$v" -v b="$base" 'BEGIN { print a - b }')"

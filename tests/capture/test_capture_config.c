@@ -116,9 +116,9 @@ int main(void)
     for (int i = 0; i < 100; i++)
         TK_CHECK(kcap_config_selects(&c, (uint64_t)i) == 1, "default selects all (%d)", i);
     TK_CHECK(c.graph_twins == 1, "clean graph twins on by default");
-    TK_CHECK(c.shadow_graphs == 0, "shadow mode in CUDA graphs off by default (not yet run on a GPU)");
-    envset e5 = {{"KCAP_DIR=/d", "KCAP_SHADOW_GRAPHS=1"}};
-    TK_CHECK(kcap_config_parse(&c, get, &e5, why, sizeof why) == 0 && c.shadow_graphs == 1, "KCAP_SHADOW_GRAPHS=1");
+    TK_CHECK(c.shadow_graphs == 1, "shadow mode in CUDA graphs on by default");
+    envset e5 = {{"KCAP_DIR=/d", "KCAP_SHADOW_GRAPHS=0"}};
+    TK_CHECK(kcap_config_parse(&c, get, &e5, why, sizeof why) == 0 && c.shadow_graphs == 0, "KCAP_SHADOW_GRAPHS=0");
     envset e6 = {{"KCAP_DIR=/d", "KCAP_SHADOW_GRAPHS=maybe"}};
     TK_CHECK(kcap_config_parse(&c, get, &e6, why, sizeof why) != 0 && strstr(why, "KCAP_SHADOW_GRAPHS='maybe'"),
              "KCAP_SHADOW_GRAPHS=maybe refused, named: %s", why);

@@ -90,7 +90,7 @@ rc=$?
 # 5. CUDA graphs: the candidate's work captured into the graph, judged at every replay
 mkdir -p "$T/gref" "$T/gsh"
 $C --mode graph --shape $SHAPE -n 6 --seed 11 --dump "$T/gref" >/dev/null || fail "graph client without libkcap"
-with_kcap KCAP_DIR="$T/g" KCAP_SHADOW="$PERT" KCAP_SHADOW_GRAPHS=1 KCAP_SHADOW_PER_SHAPE=1000 -- $C --mode graph --shape $SHAPE \
+with_kcap KCAP_DIR="$T/g" KCAP_SHADOW="$PERT" KCAP_SHADOW_PER_SHAPE=1000 -- $C --mode graph --shape $SHAPE \
     -n 6 --seed 11 --dump "$T/gsh" >/dev/null 2>"$T/g.err" || { cat "$T/g.err"; fail "graph client under shadow mode"; }
 same_outputs "$T/gref" "$T/gsh" && ok "graph replays: client outputs byte-identical under shadow mode" ||
     fail "shadow mode changed the graph client's outputs"
@@ -113,7 +113,7 @@ assert len(fs) == 7 and graph == 6, (len(fs), graph)
 PY
 "$KCAP" replay "$T/g" --kernel "$CUDALIB" >"$T/grp.out" 2>&1 && [ "$(grep -c bitwise "$T/grp.out")" -ge 7 ] &&
     ok "graph snapshots replay bitwise on the production library" || { cat "$T/grp.out"; fail "graph replay production"; }
-with_kcap KCAP_DIR="$T/gs" KCAP_SHADOW="$CUDALIB" KCAP_SHADOW_GRAPHS=1 -- $C --mode graph --shape $SHAPE -n 6 --seed 11 \
+with_kcap KCAP_DIR="$T/gs" KCAP_SHADOW="$CUDALIB" -- $C --mode graph --shape $SHAPE -n 6 --seed 11 \
     >/dev/null 2>"$T/gs.err" || { cat "$T/gs.err"; fail "graph client, same-library candidate"; }
 shadow_json "$T/gs" 'j["compared"]==7 and j["divergent"]==0' &&
     [ "$(count_h5 "$T/gs")" = 0 ] && ok "graph replays, the production library as candidate: 7 compared, 0 divergent, nothing kept" ||

@@ -32,12 +32,12 @@ static struct {
     CUfunction f;
     unsigned long long a0, a1; /* poison: dst, bytes */
     kcmp_args cmp;
-    int phase;
-    unsigned long long cond;
+    kstage_args gate;          /* the compare's: the gate its last block runs (ring 0: none) */
+    kstage_args in, out;       /* kcap_stage_both's two phases */
 } L[NL];
 static int nl, n_alloc, capture_active = 1;
 static size_t free_bytes = 8ull << 30;
-static char fn_poison, fn_cmp; /* their addresses are the CUfunctions */
+static char fn_poison, fn_cmp, fn_stage_both; /* their addresses are the CUfunctions */
 
 static CUresult CUDAAPI f_info3(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
                                 const CUgraphNode **d, const void **e, size_t *n)
@@ -103,6 +103,10 @@ static CUresult CUDAAPI f_launch(CUfunction f, unsigned gx, unsigned gy, unsigne
         L[nl].a1 = *(unsigned long long *)params[1];
     } else if (f == (CUfunction)&fn_cmp) {
         L[nl].cmp = *(kcmp_args *)params[0];
+        L[nl].gate = *(kstage_args *)params[1];
+    } else if (f == (CUfunction)&fn_stage_both) {
+        L[nl].in = *(kstage_args *)params[0];
+        L[nl].out = *(kstage_args *)params[1];
     }
     nl++;
     return CUDA_SUCCESS;
@@ -125,15 +129,16 @@ static int n_ring_of;
 kring *kcap_ring_of(const kcap_cu *cu, CUcontext ctx) { (void)cu, (void)ctx; n_ring_of++; return &g_r; }
 int kcap_eager_site_take(kring *r, int lowest) { (void)r, (void)lowest; return g_sites[0].used && atomic_load(&g_sites[0].pending) ? -1 : 0; }
 int kcap_ring_alloc_mem(kring *r, int may_wait) { (void)r, (void)may_wait; return -1; }
-CUresult kcap_stage_launch(kring *r, ksite *s, int sid, int phase, int force, CUdeviceptr cond, CUstream st)
+void kcap_stage_args_fill(kring *r, ksite *s, int sid, int phase, int force, kstage_args *p)
 {
-    (void)r, (void)s, (void)sid, (void)force, (void)st;
-    if (nl >= NL)
-        return CUDA_ERROR_INVALID_VALUE;
-    L[nl].f = NULL;
-    L[nl].phase = phase;
-    L[nl++].cond = cond;
-    return CUDA_SUCCESS;
+    (void)r;
+    memset(p, 0, sizeof *p);
+    p->ring = 0x7000;
+    p->site = kcap_site_dev(r, sid);
+    p->phase = phase;
+    p->force = force;
+    p->site_id = sid;
+    p->nsegs = phase == 0 ? s->lay.nin : s->lay.nout;
 }
 static int n_nodes_added;
 void kcap_graphexec_nodes_added(void) { n_nodes_added++; }
@@ -213,10 +218,9 @@ static int bench(kcap_slot *sl, long n)
         double per = (now_ns() - t0) / (double)n;
         best = per < best ? per : best;
     }
-    /* nl counts poison, compare and one entry per staging phase; phase 0 is two launches */
     printf("eager shadowed call, kcap's own host work (fake driver, no-op calls): %.0f ns/call "
            "(best of 5 x %ld); per call %d kernel launches of kcap's and %d event records go to "
-           "the driver, besides the production and candidate calls\n", best, n, nl + 1, nrec);
+           "the driver, besides the production and candidate calls\n", best, n, nl, nrec);
     return 0;
 }
 
@@ -243,6 +247,7 @@ int main(int argc, char **argv)
     g_r.cu = &g_cu;
     g_r.poison = (CUfunction)&fn_poison;
     g_r.cmp = (CUfunction)&fn_cmp;
+    g_r.stage_both = (CUfunction)&fn_stage_both;
     g_r.nblocks = 8;
     g_r.nsites = KCAP_EAGER_SITES;
     kcap_gpu_set_shadow_sink(sink);
@@ -262,9 +267,10 @@ int main(int argc, char **argv)
     const size_t o_bytes = (size_t)2 * 4 * 16 * DV * 2, lse_bytes = (size_t)2 * 4 * 16 * 4;
     TK_CHECK(h == 2 && status == 0 && failed == 0 && n_prod == 1 && n_cand == 1 && n_trials == 1 && !trial_open,
              "graph nodes after one clean trial capture of the candidate (h %d)", h);
-    TK_CHECK(nl == 4 && L[0].f == (CUfunction)&fn_poison && L[1].f == (CUfunction)&fn_cmp && !L[2].f &&
-                 L[2].phase == 0 && L[2].cond && !L[3].f && L[3].phase == 1 && !L[3].cond,
-             "poison, compare, gated phase 0, phase 1 (%d launches)", nl);
+    TK_CHECK(nl == 3 && L[0].f == (CUfunction)&fn_poison && L[1].f == (CUfunction)&fn_cmp &&
+                 L[2].f == (CUfunction)&fn_stage_both && L[2].in.phase == 0 && L[2].out.phase == 1 &&
+                 !L[2].in.force && L[2].out.nsegs == 4,
+             "poison, compare (its last block the gate), both staging phases in one launch (%d launches)", nl);
     unsigned long long buf = L[0].a0;
     TK_CHECK(L[0].a1 >= o_bytes + lse_bytes && L[0].a1 < o_bytes + lse_bytes + 2 * 256,
              "the poison covers the candidate's outputs only (%llu bytes)", L[0].a1);
@@ -276,7 +282,9 @@ int main(int argc, char **argv)
                  ca->t[1].prod == (uintptr_t)a.lse && ca->t[1].cand == (uintptr_t)cand_got.lse &&
                  ca->t[0].dtype == 0 && ca->t[1].dtype == 2 && ca->t[0].rows == 2 * 4 * 16,
              "the compare views: production o / lse against the candidate's");
-    TK_CHECK(L[2].cond == ca->dev + offsetof(kcmp_dev, cond), "the gate reads this compare's flag");
+    TK_CHECK(L[1].gate.ring && L[1].gate.phase == 0 && L[1].gate.site == L[2].in.site && !L[1].gate.force &&
+                 L[1].gate.lost == (uintptr_t)&kcap_gslot_out(&g_r, 0)->lost,
+             "the compare gates this site's phase 0 and counts divergences it cannot stage as lost");
     ksite *s = kcap_site(&g_r, KCAP_EAGER_SITES);
     TK_CHECK(s && s->graph && s->shadow && s->cand_gen == 5 && s->lay.nout == 4 && s->gslot == 0 &&
                  n_nodes_added == 1,
@@ -297,7 +305,8 @@ int main(int argc, char **argv)
     cand_status = 3;
     h = shadow_call(&sl, &a, st, &status, &failed);
     ksite *fs = kcap_site(&g_r, g_r.nsites - 1);
-    TK_CHECK(h == -1 && failed == 3 && status == 0 && nl == 2 && L[1].f == (CUfunction)&fn_cmp && !fs->shadow,
+    TK_CHECK(h == -1 && failed == 3 && status == 0 && nl == 2 && L[1].f == (CUfunction)&fn_cmp && !L[1].gate.ring &&
+                 !fs->shadow,
              "failing candidate: poison and compare close its nodes, no gate, the site unjudged");
     cand_status = 0;
     prod_status = 7;
@@ -373,8 +382,9 @@ int main(int argc, char **argv)
     int np2 = n_prod;
     h = kcap_gpu_shadow(&sl, &a, NULL, 0, st, 9, cand, 4096, 5, &status, &failed);
     ksite *es = &g_sites[0];
-    TK_CHECK(h == 0 && n_prod == np2 + 1 && nl == 4 && L[0].f == (CUfunction)&fn_poison && L[1].f == (CUfunction)&fn_cmp &&
-                 L[2].phase == 0 && L[2].cond && L[3].phase == 1 && nrec == 5 && recorded[4] == es->done &&
+    TK_CHECK(h == 0 && n_prod == np2 + 1 && nl == 3 && L[0].f == (CUfunction)&fn_poison && L[1].f == (CUfunction)&fn_cmp &&
+                 L[1].gate.ring && L[1].gate.force && !L[1].gate.lost && L[2].f == (CUfunction)&fn_stage_both &&
+                 L[2].in.force && L[2].out.phase == 1 && nrec == 5 && recorded[4] == es->done &&
                  es->shadow && es->cand_gen == 5 && atomic_load(&es->pending),
              "eager: poison, compare, gated staging, 4 timing events and the done event (%d launches, %d records)", nl, nrec);
     TK_CHECK((uintptr_t)cand_got.o == es->cand && L[0].a0 == es->cand, "eager: the candidate writes the site's buffer");

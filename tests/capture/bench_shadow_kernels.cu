@@ -1,0 +1,386 @@
+/*
+ * bench_shadow_kernels.cu — dev harness of shadow mode's device work (llm.c style: check, then
+ * time). Compiles libkcap's own kernels (capture/kcap_gather.cu, included) into a CUDA runtime
+ * program and, for each output shape of the verify call (serving sizes, the golden corpus'
+ * shapes, long context), first checks the compare against a double-precision host judge on
+ * random data with planted differences (a value beyond tolerance, a NaN, an Inf, a changed
+ * lse), then times every node shadow mode adds per call inside a CUDA graph: 32 copies of one
+ * kernel (or of one call's chain: poison, compare with its gate, idle staging) in a dependent
+ * chain, replayed behind a spin kernel so the events bracket GPU work only; per node = median
+ * replay / 32. An empty kernel gives the floor of a node. The candidate itself is not here: its
+ * time is its own (bench_graph_cost.sh measures whole calls).
+ *
+ * Issue "Shadow mode" item 6: the compare ≤ 5 µs at the golden shapes. Output: one line per
+ * (shape, node), then "check: N failed". Exit status 1 when a check failed.
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+#include <algorithm>
+
+#include "kcap_gather.cu"
+
+#define CK(x)                                                                                       \
+    do {                                                                                            \
+        cudaError_t e_ = (x);                                                                       \
+        if (e_ != cudaSuccess) {                                                                    \
+            fprintf(stderr, "bench_shadow_kernels: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), \
+                    __LINE__);                                                                      \
+            exit(2);                                                                                \
+        }                                                                                           \
+    } while (0)
+
+static const int kLayers = 32, kReps = 25;
+#define KCAP_CMP_THREADS_H 256 /* KCAP_CMP_THREADS of kcap_gpu_int.h */
+static const double kAtol = 1e-2, kRtol = 2e-2, kLseAtol = 1e-3, kLseRtol = 1e-3; /* any fixed set */
+
+extern "C" __global__ void bench_empty(int) {}
+/* the compare without its system-scope fence: what that fence costs (not a variant to ship) */
+extern "C" __global__ void bench_cmp_nofence(struct kcap_cmp_args a, struct kcap_stage_args g)
+{
+    kcap_shadow_cmp_body<0>(a, g);
+}
+extern "C" __global__ void bench_spin(long long cycles)
+{
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles)
+        ;
+}
+
+struct shape {
+    const char *name;
+    int tokens, heads; /* o is [tokens, heads, 512] bf16, lse [tokens, heads] fp32 */
+};
+
+static const shape kShapes[] = {
+    {"bs1 q2 h8 (serving, small)", 2, 8},       {"bs4 q4 h16 (serving)", 16, 16},
+    {"bs8 q16 h8 (serving, wide)", 128, 8},     {"golden h128_q4", 4, 128},
+    {"golden h16_q64", 64, 16},                 {"golden h64_q7 (odd)", 7, 64},
+    {"golden h8_q1", 1, 8},                     {"bs8 q4 h16 (32k context)", 32, 16},
+    {"bs32 q8 h128 (large batch)", 256, 128},
+};
+
+static float bf2f(unsigned short b)
+{
+    unsigned int u = (unsigned int)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static unsigned short f2bf(float f)
+{
+    unsigned int u;
+    memcpy(&u, &f, 4);
+    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+struct ref_res { /* the host judge, in double */
+    unsigned long long nonfinite, first, beyond, worst_elem;
+    double max_abs, worst_ratio;
+};
+
+/* The judge's ratio at element i (the device may pick another element of a near-equal ratio). */
+static double ratio_at(const double *got, const double *want, unsigned long long i, double atol, double rtol)
+{
+    double d = fabs(got[i] - want[i]), band = atol + rtol * fabs(want[i]);
+    return band > 0 ? d / band : (d > 0 ? INFINITY : 0);
+}
+
+static int cls(double v) { return isnan(v) ? 1 : isinf(v) ? (v > 0 ? 2 : 3) : 0; }
+
+static ref_res judge(const double *got, const double *want, long long n, double atol, double rtol)
+{
+    ref_res r = {0, ~0ull, 0, ~0ull, 0, 0};
+    for (long long i = 0; i < n; i++) {
+        int cg = cls(got[i]), cw = cls(want[i]);
+        if (cg != cw) {
+            r.nonfinite++;
+            if ((unsigned long long)i < r.first)
+                r.first = i;
+            continue;
+        }
+        if (cg)
+            continue;
+        double d = fabs(got[i] - want[i]), band = atol + rtol * fabs(want[i]);
+        r.max_abs = d > r.max_abs ? d : r.max_abs;
+        r.beyond += d > band;
+        double ratio = band > 0 ? d / band : (d > 0 ? INFINITY : 0);
+        if (ratio > r.worst_ratio) {
+            r.worst_ratio = ratio;
+            r.worst_elem = i;
+        }
+    }
+    return r;
+}
+
+struct bufs {
+    unsigned short *prod_o, *cand_o;
+    float *prod_l, *cand_l;
+    kcap_cmp_dev *dev;
+    kcap_cmp_out *out, *out_dptr;
+    long long no, nl;
+};
+
+static void fill_args(const shape &s, const bufs &b, kcap_cmp_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->dev = (unsigned long long)b.dev;
+    a->out = (unsigned long long)b.out_dptr;
+    a->nt = 2;
+    a->gen = 1;
+    kcap_cmp_tensor *o = &a->t[0], *l = &a->t[1];
+    o->prod = (unsigned long long)b.prod_o, o->cand = (unsigned long long)b.cand_o;
+    o->rows = (long long)s.tokens * s.heads, o->row_elems = 512, o->n1 = 1, o->s0 = 1024, o->s1 = 0;
+    o->dtype = 0, o->atol = kAtol, o->rtol = kRtol;
+    l->prod = (unsigned long long)b.prod_l, l->cand = (unsigned long long)b.cand_l;
+    l->rows = s.tokens, l->row_elems = s.heads, l->n1 = 1, l->s0 = s.heads * 4, l->s1 = 0;
+    l->dtype = 2, l->atol = kLseAtol, l->rtol = kLseRtol;
+}
+
+/* The compare's grid, as libkcap sizes it (kcap_shadow_cmp_blocks in kcap_gpu_shadow.c). */
+static unsigned cmp_blocks(const kcap_cmp_args *a, unsigned max_blocks)
+{
+    long long work = 0;
+    for (int k = 0; k < a->nt; k++) {
+        long long es = a->t[k].dtype == 2 ? 4 : 2, w = a->t[k].rows * a->t[k].row_elems * es / 16;
+        work = w > work ? w : work;
+    }
+    long long b = (work + KCAP_CMP_THREADS_H - 1) / KCAP_CMP_THREADS_H;
+    return b < 1 ? 1 : b > max_blocks ? max_blocks : (unsigned)b;
+}
+
+static int checks_failed;
+
+static void expect(int ok, const char *shape_name, const char *what, const char *kernel)
+{
+    if (!ok) {
+        checks_failed++;
+        printf("CHECK FAILED [%s] %s: %s\n", shape_name, kernel, what);
+    }
+}
+
+/* One compare (no gate) on the current candidate, its result against the judge. */
+static void check_once(const shape &s, bufs &b, unsigned nblocks, const char *label)
+{
+    kcap_cmp_args a;
+    fill_args(s, b, &a);
+    kcap_stage_args nogate;
+    memset(&nogate, 0, sizeof nogate);
+    memset((void *)b.out, 0, sizeof *b.out);
+    kcap_shadow_cmp<<<cmp_blocks(&a, nblocks), KCAP_CMP_THREADS_H>>>(a, nogate);
+    CK(cudaDeviceSynchronize());
+    std::vector<unsigned short> po(b.no), co(b.no);
+    std::vector<float> pl(b.nl), cl(b.nl);
+    CK(cudaMemcpy(po.data(), b.prod_o, b.no * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(co.data(), b.cand_o, b.no * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(pl.data(), b.prod_l, b.nl * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(cl.data(), b.cand_l, b.nl * 4, cudaMemcpyDeviceToHost));
+    std::vector<double> g(b.no), w(b.no);
+    for (long long i = 0; i < b.no; i++)
+        g[i] = bf2f(co[i]), w[i] = bf2f(po[i]);
+    ref_res ro = judge(g.data(), w.data(), b.no, kAtol, kRtol);
+    std::vector<double> gl(b.nl), wl(b.nl);
+    for (long long i = 0; i < b.nl; i++)
+        gl[i] = cl[i], wl[i] = pl[i];
+    ref_res rl = judge(gl.data(), wl.data(), b.nl, kLseAtol, kLseRtol);
+    const char *kn = "kcap_shadow_cmp";
+    char what[256];
+    ref_res want[2] = {ro, rl};
+    const double *gs[2] = {g.data(), gl.data()}, *ws[2] = {w.data(), wl.data()};
+    const double at[2] = {kAtol, kLseAtol}, rt[2] = {kRtol, kLseRtol};
+    for (int k = 0; k < 2; k++) {
+        const kcap_cmp_res *r = &b.out->t[k];
+        long long n = k ? b.nl : b.no;
+        int worst_ok = r->worst_elem == want[k].worst_elem ||
+                       (r->worst_elem < (unsigned long long)n &&
+                        fabs(ratio_at(gs[k], ws[k], r->worst_elem, at[k], rt[k]) - want[k].worst_ratio) <=
+                            1e-5 * want[k].worst_ratio);
+        snprintf(what, sizeof what, "%s t%d nonfinite %llu/%llu first %llu/%llu beyond %llu/%llu worst %llu/%llu "
+                 "max_abs %.6g/%.6g", label, k, r->nonfinite, want[k].nonfinite, r->first_nonfinite, want[k].first,
+                 r->beyond, want[k].beyond, r->worst_elem, want[k].worst_elem, r->max_abs, want[k].max_abs);
+        int ok = r->nonfinite == want[k].nonfinite && r->first_nonfinite == want[k].first &&
+                 r->beyond == want[k].beyond && worst_ok &&
+                 fabs(r->max_abs - want[k].max_abs) <= 1e-6 * (1 + want[k].max_abs);
+        expect(ok, s.name, what, kn);
+    }
+    int div = ro.nonfinite || ro.beyond || rl.nonfinite || rl.beyond;
+    snprintf(what, sizeof what, "%s divergent %d, want %d; compared %llu", label, b.out->divergent, div,
+             b.out->compared);
+    expect(b.out->divergent == div && b.out->gen == 1 && b.out->compared > 0, s.name, what, kn);
+}
+
+/* Median µs per node of a graph of kLayers launches queued by `launch` on `st`. */
+template <class F> static double time_nodes(cudaStream_t st, F launch)
+{
+    cudaGraph_t g;
+    cudaGraphExec_t x;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    for (int i = 0; i < kLayers; i++)
+        launch(st);
+    CK(cudaStreamEndCapture(st, &g));
+    CK(cudaGraphInstantiate(&x, g, 0));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    CK(cudaGraphLaunch(x, st)); /* upload */
+    std::vector<double> ts;
+    for (int r = 0; r < kReps; r++) {
+        bench_spin<<<1, 1, 0, st>>>(4000000);
+        CK(cudaEventRecord(e0, st));
+        CK(cudaGraphLaunch(x, st));
+        CK(cudaEventRecord(e1, st));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        ts.push_back(ms * 1e3 / kLayers);
+    }
+    CK(cudaGetLastError());
+    std::sort(ts.begin(), ts.end());
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
+    cudaGraphExecDestroy(x), cudaGraphDestroy(g);
+    return ts[ts.size() / 2];
+}
+
+int main(int argc, char **argv)
+{
+    int only_check = argc > 1 && !strcmp(argv[1], "--check");
+    int sms = 0;
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    const unsigned nblocks = 2 * sms; /* KCAP_STAGE_BLOCKS_PER_SM × SMs, libkcap's grid */
+    cudaDeviceProp p;
+    CK(cudaGetDeviceProperties(&p, 0));
+    printf("device %s (sm_%d%d, %d SMs); %d nodes per graph, median of %d replays\n", p.name, p.major, p.minor,
+           sms, kLayers, kReps);
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    srand(12345);
+    for (const shape &s : kShapes) {
+        bufs b;
+        b.no = (long long)s.tokens * s.heads * 512, b.nl = (long long)s.tokens * s.heads;
+        CK(cudaMalloc(&b.prod_o, b.no * 2));
+        CK(cudaMalloc(&b.cand_o, b.no * 2));
+        CK(cudaMalloc(&b.prod_l, b.nl * 4));
+        CK(cudaMalloc(&b.cand_l, b.nl * 4));
+        CK(cudaMalloc(&b.dev, sizeof(kcap_cmp_dev)));
+        CK(cudaHostAlloc(&b.out, sizeof(kcap_cmp_out), cudaHostAllocMapped));
+        CK(cudaHostGetDevicePointer((void **)&b.out_dptr, b.out, 0));
+        kcap_cmp_dev init;
+        memset(&init, 0, sizeof init);
+        for (int k = 0; k < KCAP_CMP_MAX; k++)
+            init.t[k].first_nonfinite = ~0ull;
+        CK(cudaMemcpy(b.dev, &init, sizeof init, cudaMemcpyHostToDevice));
+        std::vector<unsigned short> po(b.no), co(b.no);
+        std::vector<float> pl(b.nl), cl(b.nl);
+        for (long long i = 0; i < b.no; i++) { /* random non-zero, small noise on the candidate */
+            float v = (float)((rand() % 20001) - 10000) / 2500.f + 0.001f;
+            po[i] = f2bf(v);
+            co[i] = f2bf(v * (1.f + ((rand() % 3) - 1) * 0.004f));
+        }
+        for (long long i = 0; i < b.nl; i++)
+            pl[i] = (float)(rand() % 1000) / 100.f + 1.f, cl[i] = pl[i] + ((rand() % 3) - 1) * 1e-4f;
+        auto upload = [&]() {
+            CK(cudaMemcpy(b.prod_o, po.data(), b.no * 2, cudaMemcpyHostToDevice));
+            CK(cudaMemcpy(b.cand_o, co.data(), b.no * 2, cudaMemcpyHostToDevice));
+            CK(cudaMemcpy(b.prod_l, pl.data(), b.nl * 4, cudaMemcpyHostToDevice));
+            CK(cudaMemcpy(b.cand_l, cl.data(), b.nl * 4, cudaMemcpyHostToDevice));
+        };
+        {
+            upload();
+            check_once(s, b, nblocks, "agreeing");
+            /* structure: one element far off at the last (head, token), a NaN, an Inf, lse off */
+            std::vector<unsigned short> c2 = co;
+            long long far = b.no - 77, nan_at = b.no / 3, inf_at = b.no / 2 + 5;
+            c2[far] = f2bf(bf2f(po[far]) + 3.f);
+            c2[nan_at] = 0x7fc0;
+            c2[inf_at] = 0x7f80;
+            CK(cudaMemcpy(b.cand_o, c2.data(), b.no * 2, cudaMemcpyHostToDevice));
+            std::vector<float> l2 = cl;
+            l2[b.nl - 1] += 0.5f;
+            CK(cudaMemcpy(b.cand_l, l2.data(), b.nl * 4, cudaMemcpyHostToDevice));
+            check_once(s, b, nblocks, "planted");
+            CK(cudaMemset(b.cand_o, 0xff, b.no * 2)); /* a candidate that wrote nothing */
+            check_once(s, b, nblocks, "poisoned");
+        }
+        upload();
+        if (!only_check) {
+            kcap_cmp_args a;
+            fill_args(s, b, &a);
+            unsigned g_new = cmp_blocks(&a, nblocks);
+            unsigned long long bytes = (unsigned long long)b.no * 2;
+            unsigned pb = (unsigned)std::min<unsigned long long>(std::max<unsigned long long>(
+                (bytes / 16 + KCAP_CMP_THREADS_H - 1) / KCAP_CMP_THREADS_H, 1), nblocks);
+            unsigned long long pdst = (unsigned long long)b.cand_o;
+            /* gate + staging that do not capture: a ring with no memory, a site not valid */
+            kcap_ring_dev *ring;
+            kcap_site_dev *site;
+            unsigned long long *outcome, *outcome_d;
+            CK(cudaMalloc(&ring, sizeof *ring));
+            CK(cudaMalloc(&site, sizeof *site));
+            CK(cudaMemset(ring, 0, sizeof *ring));
+            CK(cudaMemset(site, 0, sizeof *site));
+            CK(cudaHostAlloc(&outcome, 8, cudaHostAllocMapped));
+            CK(cudaHostGetDevicePointer((void **)&outcome_d, outcome, 0));
+            kcap_stage_args in, out, nogate;
+            memset(&in, 0, sizeof in);
+            memset(&nogate, 0, sizeof nogate);
+            in.ring = (unsigned long long)ring, in.site = (unsigned long long)site;
+            out = in;
+            out.phase = 1;
+            kcap_stage_args in_eager = in; /* an eager call: the gate reports to mapped memory */
+            in_eager.force = 1, in_eager.outcome = (unsigned long long)outcome_d;
+            double t_empty = time_nodes(st, [&](cudaStream_t q) { bench_empty<<<1, 32, 0, q>>>(0); });
+            double t_cmp = time_nodes(st, [&](cudaStream_t q) {
+                kcap_shadow_cmp<<<g_new, KCAP_CMP_THREADS_H, 0, q>>>(a, nogate); });
+            kcap_cmp_args a_dev = a; /* results to device memory instead of mapped host memory */
+            kcap_cmp_out *dout;
+            CK(cudaMalloc(&dout, sizeof *dout));
+            a_dev.out = (unsigned long long)dout;
+            double t_cmp_dev = time_nodes(st, [&](cudaStream_t q) {
+                kcap_shadow_cmp<<<g_new, KCAP_CMP_THREADS_H, 0, q>>>(a_dev, nogate); });
+            double t_cmp_nf = time_nodes(st, [&](cudaStream_t q) {
+                bench_cmp_nofence<<<g_new, KCAP_CMP_THREADS_H, 0, q>>>(a, nogate); });
+            double t_cmp_nfd = time_nodes(st, [&](cudaStream_t q) {
+                bench_cmp_nofence<<<g_new, KCAP_CMP_THREADS_H, 0, q>>>(a_dev, nogate); });
+            kcap_cmp_args a0 = a, a1 = a;
+            a0.nt = 0, a1.nt = 1;
+            double t_nt0 = time_nodes(st, [&](cudaStream_t q) {
+                kcap_shadow_cmp<<<1, KCAP_CMP_THREADS_H, 0, q>>>(a0, nogate); });
+            double t_nt1 = time_nodes(st, [&](cudaStream_t q) {
+                kcap_shadow_cmp<<<g_new, KCAP_CMP_THREADS_H, 0, q>>>(a1, nogate); });
+            double t_g1 = time_nodes(st, [&](cudaStream_t q) {
+                kcap_shadow_cmp<<<1, KCAP_CMP_THREADS_H, 0, q>>>(a, nogate); });
+            printf("[%-28s]   probe: no tensors %5.2f, o only %5.2f, grid 1 %5.2f us\n", s.name, t_nt0, t_nt1, t_g1);
+            cudaFree(dout);
+            double t_cmpg = time_nodes(st, [&](cudaStream_t q) {
+                kcap_shadow_cmp<<<g_new, KCAP_CMP_THREADS_H, 0, q>>>(a, in); });
+            double t_poison = time_nodes(st, [&](cudaStream_t q) {
+                kcap_shadow_poison<<<pb, KCAP_CMP_THREADS_H, 0, q>>>(pdst, bytes); });
+            double t_stage = time_nodes(st, [&](cudaStream_t q) {
+                kcap_stage_both<<<nblocks, 512, 0, q>>>(in, out); });
+            double t_graph = time_nodes(st, [&](cudaStream_t q) { /* what a graph call adds */
+                kcap_shadow_poison<<<pb, KCAP_CMP_THREADS_H, 0, q>>>(pdst, bytes);
+                kcap_shadow_cmp<<<g_new, KCAP_CMP_THREADS_H, 0, q>>>(a, in);
+                kcap_stage_both<<<nblocks, 512, 0, q>>>(in, out); });
+            double t_eager = time_nodes(st, [&](cudaStream_t q) { /* an eager call: the gate's outcome */
+                kcap_shadow_poison<<<pb, KCAP_CMP_THREADS_H, 0, q>>>(pdst, bytes);
+                kcap_shadow_cmp<<<g_new, KCAP_CMP_THREADS_H, 0, q>>>(a, in_eager);
+                kcap_stage_both<<<nblocks, 512, 0, q>>>(in_eager, out); });
+            printf("[%-28s] o %7.1f KB | empty %5.2f | compare %5.2f, with gate %5.2f (grid %u) | poison %5.2f | "
+                   "stage_both (idle) %5.2f | per call: graph %5.2f, eager %5.2f us\n",
+                   s.name, bytes / 1024.0, t_empty, t_cmp, t_cmpg, g_new, t_poison, t_stage, t_graph, t_eager);
+            printf("[%-28s]   compare, results to device memory %5.2f; without the system fence: mapped %5.2f, "
+                   "device %5.2f us\n", s.name, t_cmp_dev, t_cmp_nf, t_cmp_nfd);
+            cudaFreeHost(outcome);
+            cudaFree(ring), cudaFree(site);
+            upload();
+            check_once(s, b, nblocks, "after timing"); /* its accumulators reset each launch */
+        }
+        cudaFree(b.prod_o), cudaFree(b.cand_o), cudaFree(b.prod_l), cudaFree(b.cand_l), cudaFree(b.dev);
+        cudaFreeHost(b.out);
+    }
+    printf("check: %d failed\n", checks_failed);
+    return checks_failed ? 1 : 0;
+}

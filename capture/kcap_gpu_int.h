@@ -149,6 +149,7 @@ typedef struct ksite {
     CUdeviceptr cand;       /* the candidate's outputs, then its workspace */
     size_t cand_cap;
     CUevent tev[4];         /* timing: production start, end; candidate start, end */
+    int timed;              /* tev[] recorded for this call (1 eager call in KCAP_SHADOW_TIME_EVERY) */
     /* shadow mode in CUDA graphs: the compare's slot (result in gcmp_out) and what the
        drainer has reported of its running totals; both paths: the policy's number of the
        candidate the call was launched with (kcap_gpu_shadow's cand_gen) */
@@ -220,6 +221,7 @@ static inline void kcap_site_fill(ksite *s, kcap_slot *sl, const void *a, uint64
     s->used = 1;
     s->graph = graph;
     s->shadow = shadow;
+    s->timed = 0;
     memcpy(s->args, a, sl->desc->args_size);
     s->sl = sl;
     s->seq = seq;
@@ -253,7 +255,11 @@ int kcap_gpu_shadow_report(kring *r, ksite *s, int verdict, kcap_snapshot *snap,
  * a site's candidate args (outputs in cand) and layout with the candidate's outputs staged
  * after the production ones. */
 size_t kcap_shadow_plan(const kcap_layout *lay, size_t cand_wsb, size_t *off, size_t *out_bytes);
-int kcap_shadow_cmp_view(const kcap_layout *lay, CUdeviceptr cand, const size_t *off, kcmp_args *ca);
+/* The compare's views of a call's outputs, the candidate's as offsets into its buffer
+ * (-1: outputs this compare cannot judge); kcap_shadow_cmp_rebase adds the buffer's address
+ * once it is known. */
+int kcap_shadow_cmp_view(const kcap_layout *lay, const size_t *off, kcmp_args *ca);
+void kcap_shadow_cmp_rebase(kcmp_args *ca, CUdeviceptr cand);
 void kcap_shadow_site_args(ksite *s, const kcap_call_desc *d, const void *a, const kcap_layout *lay,
                            CUdeviceptr cand, const size_t *off);
 CUresult kcap_shadow_poison_launch(kring *r, CUdeviceptr p, size_t bytes, CUstream st);

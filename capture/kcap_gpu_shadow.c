@@ -25,6 +25,13 @@
 #include "kcap_compare.h" /* replay/: the default tolerances */
 
 #define KCAP_CAND_ALIGN 256 /* each candidate buffer starts on its own 256-byte line */
+/* Eager calls timed for the slow-candidate check (production and candidate, by events): the
+ * first, then one in this many. Four event records are four driver calls on the service's
+ * thread; a candidate that is slow is slow on every call, so a sample finds it
+ * (KCAP_SHADOW_MAX_SLOWDOWN's streak counts timed calls). */
+#define KCAP_SHADOW_TIME_EVERY 8
+
+static atomic_ulong g_eager_calls;
 
 static kcap_gpu_shadow_sink g_sink;
 static atomic_int g_log_launch;
@@ -38,9 +45,9 @@ int kcap_gpu_shadow_report(kring *r, ksite *s, int verdict, kcap_snapshot *snap,
 {
     kcap_gpu_shadow_times t = {-1, -1, s->cand_gen};
     float ms;
-    if (s->tev[3] && r->cu->cuEventElapsedTime(&ms, s->tev[0], s->tev[1]) == CUDA_SUCCESS)
+    if (s->timed && s->tev[3] && r->cu->cuEventElapsedTime(&ms, s->tev[0], s->tev[1]) == CUDA_SUCCESS)
         t.prod_us = ms * 1e3;
-    if (s->tev[3] && r->cu->cuEventElapsedTime(&ms, s->tev[2], s->tev[3]) == CUDA_SUCCESS)
+    if (s->timed && s->tev[3] && r->cu->cuEventElapsedTime(&ms, s->tev[2], s->tev[3]) == CUDA_SUCCESS)
         t.cand_us = ms * 1e3;
     return g_sink ? g_sink(s->sl, s->args, verdict, snap, cand, s->seq, &t) : 0;
 }
@@ -67,7 +74,7 @@ size_t kcap_shadow_plan(const kcap_layout *lay, size_t cand_wsb, size_t *off, si
     return need + align_up(cand_wsb, KCAP_CAND_ALIGN);
 }
 
-int kcap_shadow_cmp_view(const kcap_layout *lay, CUdeviceptr cand, const size_t *off, kcmp_args *ca)
+int kcap_shadow_cmp_view(const kcap_layout *lay, const size_t *off, kcmp_args *ca)
 {
     if (lay->nout > KCAP_CMP_MAX || 2 * lay->nout > KCAP_MAX_SEGS)
         return -1;
@@ -82,7 +89,7 @@ int kcap_shadow_cmp_view(const kcap_layout *lay, CUdeviceptr cand, const size_t 
         kcap_cmp_tol tol = tf ? tf(dt) : kcap_cmp_default_tol(dt);
         kcmp_tensor *t = &ca->t[k];
         t->prod = g->src;
-        t->cand = cand + off[k];
+        t->cand = off[k];
         t->rows = g->nrows;
         t->row_elems = g->row_bytes / (long long)es;
         t->n1 = g->n1 > 0 ? g->n1 : 1;
@@ -94,6 +101,12 @@ int kcap_shadow_cmp_view(const kcap_layout *lay, CUdeviceptr cand, const size_t 
     }
     ca->nt = lay->nout;
     return 0;
+}
+
+void kcap_shadow_cmp_rebase(kcmp_args *ca, CUdeviceptr cand)
+{
+    for (int k = 0; k < ca->nt; k++)
+        ca->t[k].cand += cand;
 }
 
 void kcap_shadow_site_args(ksite *s, const kcap_call_desc *d, const void *a, const kcap_layout *lay,
@@ -200,7 +213,7 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
     size_t off[KCAP_MAX_SEGS], out_bytes = 0, need = 0;
     /* a call the compare cannot judge is not judged (before a site is taken) */
     if (!lay || kcap_stage_layout(d, a, lay) ||
-        (need = kcap_shadow_plan(lay, cand_wsb, off, &out_bytes), kcap_shadow_cmp_view(lay, 0, off, &ca))) {
+        (need = kcap_shadow_plan(lay, cand_wsb, off, &out_bytes), kcap_shadow_cmp_view(lay, off, &ca))) {
         free(lay);
         return 1;
     }
@@ -216,10 +229,11 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
     if (s) {
         kcap_site_fill(s, sl, a, seq, 0, 1, 1);
         s->cand_gen = cand_gen;
+        s->timed = atomic_fetch_add(&g_eager_calls, 1) % KCAP_SHADOW_TIME_EVERY == 0;
     }
     pthread_mutex_unlock(&kcap_g_ring_lock);
     CUresult e = CUDA_SUCCESS;
-    for (int k = 0; s && k < 4 && e == CUDA_SUCCESS; k++)
+    for (int k = 0; s && s->timed && k < 4 && e == CUDA_SUCCESS; k++)
         if (!s->tev[k]) { /* the site's timing events, once */
             CUstreamCaptureMode m = kcap_relax(cu);
             e = cu->cuEventCreate(&s->tev[k], CU_EVENT_DEFAULT);
@@ -239,7 +253,7 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
             s->cand_cap = need;
     }
     if (s && e == CUDA_SUCCESS)
-        kcap_shadow_cmp_view(lay, s->cand, off, &ca); /* judged above: cannot fail now */
+        kcap_shadow_cmp_rebase(&ca, s->cand);
     if (!s || e != CUDA_SUCCESS) {
         if (s)
             site_release(s);
@@ -250,9 +264,11 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
     }
     kcap_shadow_site_args(s, d, a, lay, s->cand, off);
     free(lay);
-    cu->cuEventRecord(s->tev[0], st); /* a failed record only loses this call's timing */
+    if (s->timed)
+        cu->cuEventRecord(s->tev[0], st); /* a failed record only loses this call's timing */
     int status = kcap_real(real, a, ws, wsb, stream);
-    cu->cuEventRecord(s->tev[1], st);
+    if (s->timed)
+        cu->cuEventRecord(s->tev[1], st);
     s->status = status;
     *status_out = status;
     if (status != KCAP_CALL_OK) { /* the library rejected it: nothing to judge */
@@ -262,9 +278,11 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
     }
     e = kcap_shadow_poison_launch(r, s->cand, out_bytes, st);
     void *cws = cand_wsb ? (void *)(uintptr_t)(s->cand + out_bytes) : NULL;
-    cu->cuEventRecord(s->tev[2], st);
+    if (s->timed)
+        cu->cuEventRecord(s->tev[2], st);
     int cst = e == CUDA_SUCCESS ? cand(s->cargs, cws, cand_wsb, stream) : KCAP_CALL_OK;
-    cu->cuEventRecord(s->tev[3], st);
+    if (s->timed)
+        cu->cuEventRecord(s->tev[3], st);
     if (e == CUDA_SUCCESS && cst != KCAP_CALL_OK) {
         *cand_failed = cst; /* it wrote nothing of the service's: the caller switches it off */
         /* whatever it queued before failing must finish before this site's buffers are

@@ -195,7 +195,7 @@ int kcap_gpu_shadow_graph(kring *r, kcap_slot *sl, const void *a, void *ws, size
     size_t off[KCAP_MAX_SEGS], out_bytes = 0;
     size_t need = 0;
     if (!lay || kcap_stage_layout(d, a, lay) ||
-        (need = kcap_shadow_plan(lay, cand_wsb, off, &out_bytes), kcap_shadow_cmp_view(lay, 0, off, &ca))) {
+        (need = kcap_shadow_plan(lay, cand_wsb, off, &out_bytes), kcap_shadow_cmp_view(lay, off, &ca))) {
         free(lay);
         return 1;
     }
@@ -231,7 +231,7 @@ int kcap_gpu_shadow_graph(kring *r, kcap_slot *sl, const void *a, void *ws, size
         free(lay);
         return 1; /* not judged: the caller runs the production call */
     }
-    kcap_shadow_cmp_view(lay, buf, off, &ca);
+    kcap_shadow_cmp_rebase(&ca, buf);
     free(lay);
     ca.dev = gslot_dev(r, slot);
     ca.out = (uintptr_t)kcap_gslot_out(r, slot);

@@ -207,20 +207,24 @@ static int bench(kcap_slot *sl, long n)
     vattn_args a = call_args(8, 16);
     int status, failed;
     double best = 1e30;
+    long records = 0; /* event records over the last repetition */
     for (int rep = 0; rep < 5; rep++) {
         double t0 = now_ns();
+        records = 0;
         for (long i = 0; i < n; i++) {
             nl = 0, nrec = 0;
             if (kcap_gpu_shadow(sl, &a, NULL, 0, (CUstream)0x51, (uint64_t)i, cand, 4096, 5, &status, &failed))
                 return 1;
+            records += nrec;
             atomic_store(&g_sites[0].pending, 0);
         }
         double per = (now_ns() - t0) / (double)n;
         best = per < best ? per : best;
     }
     printf("eager shadowed call, kcap's own host work (fake driver, no-op calls): %.0f ns/call "
-           "(best of 5 x %ld); per call %d kernel launches of kcap's and %d event records go to "
-           "the driver, besides the production and candidate calls\n", best, n, nl, nrec);
+           "(best of 5 x %ld); per call %d kernel launches of kcap's and %.2f event records (on average: "
+           "timing on 1 call in 8) go to the driver, besides the production and candidate calls\n", best, n, nl,
+           (double)records / (double)n);
     return 0;
 }
 
@@ -392,9 +396,10 @@ int main(int argc, char **argv)
     cand_status = 4;
     nl = 0, nrec = 0;
     h = kcap_gpu_shadow(&sl, &a, NULL, 0, st, 10, cand, 4096, 5, &status, &failed);
-    TK_CHECK(h == -1 && failed == 4 && nl == 1 && nrec == 5 && recorded[4] == es->done && !atomic_load(&es->pending) &&
-                 atomic_load(&es->launched),
-             "eager, failing candidate: the done event recorded before the site is given back, no compare");
+    TK_CHECK(h == -1 && failed == 4 && nl == 1 && nrec == 1 && recorded[0] == es->done && !es->timed &&
+                 !atomic_load(&es->pending) && atomic_load(&es->launched),
+             "eager, failing candidate (the second eager call: not timed, 1 call in 8 is): the done event "
+             "recorded before the site is given back, no compare");
     cand_status = 0;
     return tk_summary("test_capture_shadow_dev");
 }

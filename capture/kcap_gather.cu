@@ -134,9 +134,9 @@ __device__ static void kcap_unlock(unsigned int *l)
 
 /* One thread: does this launch capture, and where? Disarmed (graph budget spent, not an
  * eager call) it reads two words and leaves without taking the lock. `wanted` 0: the call is
- * not staged (shadow mode: the compare found no divergence); `shadow`: a divergence the ring or
- * the graph budget turns away is counted in a.lost. */
-__device__ static void kcap_gate_run(const struct kcap_stage_args &a, int wanted, int shadow)
+ * not staged (shadow mode: the compare found no divergence); a wanted call the ring or the
+ * graph budget turns away is counted in a.lost when set (shadow mode's graph sites). */
+__device__ static void kcap_gate_run(const struct kcap_stage_args &a, int wanted)
 {
     struct kcap_ring_dev *ring = (struct kcap_ring_dev *)a.ring;
     struct kcap_site_dev *site = (struct kcap_site_dev *)a.site;
@@ -186,7 +186,7 @@ __device__ static void kcap_gate_run(const struct kcap_stage_args &a, int wanted
         }
         kcap_unlock(&ring->lock);
     }
-    if (shadow && wanted && !valid && a.lost) { /* a divergence the ring or budget turned away */
+    if (wanted && !valid && a.lost) { /* a divergence the ring or budget turned away */
         VOL(unsigned long long, *(unsigned long long *)a.lost) += 1;
         __threadfence_system();
     }
@@ -210,7 +210,7 @@ __device__ static void kcap_gate_run(const struct kcap_stage_args &a, int wanted
 extern "C" __global__ void kcap_stage_gate(struct kcap_stage_args a)
 {
     if (threadIdx.x == 0 && blockIdx.x == 0)
-        kcap_gate_run(a, 1, 0);
+        kcap_gate_run(a, 1);
 }
 
 /* Copy `total` 16-byte words of rows laid out back to back in dst; word i is word i % per of

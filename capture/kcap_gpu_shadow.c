@@ -45,9 +45,10 @@ int kcap_gpu_shadow_report(kring *r, ksite *s, int verdict, kcap_snapshot *snap,
 {
     kcap_gpu_shadow_times t = {-1, -1, s->cand_gen};
     float ms;
-    if (s->timed && s->tev[3] && r->cu->cuEventElapsedTime(&ms, s->tev[0], s->tev[1]) == CUDA_SUCCESS)
+    /* a timed call has its four events (made before any was recorded) */
+    if (s->timed && r->cu->cuEventElapsedTime(&ms, s->tev[0], s->tev[1]) == CUDA_SUCCESS)
         t.prod_us = ms * 1e3;
-    if (s->timed && s->tev[3] && r->cu->cuEventElapsedTime(&ms, s->tev[2], s->tev[3]) == CUDA_SUCCESS)
+    if (s->timed && r->cu->cuEventElapsedTime(&ms, s->tev[2], s->tev[3]) == CUDA_SUCCESS)
         t.cand_us = ms * 1e3;
     return g_sink ? g_sink(s->sl, s->args, verdict, snap, cand, s->seq, &t) : 0;
 }
@@ -171,6 +172,13 @@ CUresult kcap_shadow_poison_launch(kring *r, CUdeviceptr p, size_t bytes, CUstre
     return r->cu->cuLaunchKernel(r->poison, blocks, 1, 1, KCAP_CMP_THREADS, 1, 1, 0, st, params, NULL);
 }
 
+/* Timing event k of a timed call (a failed record only loses this call's timing). */
+static void time_mark(const kcap_cu *cu, ksite *s, int k, CUstream st)
+{
+    if (s->timed)
+        cu->cuEventRecord(s->tev[k], st);
+}
+
 /* A site given back before anything of it reached the GPU's staging. */
 static void site_release(ksite *s)
 {
@@ -264,11 +272,9 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
     }
     kcap_shadow_site_args(s, d, a, lay, s->cand, off);
     free(lay);
-    if (s->timed)
-        cu->cuEventRecord(s->tev[0], st); /* a failed record only loses this call's timing */
+    time_mark(cu, s, 0, st);
     int status = kcap_real(real, a, ws, wsb, stream);
-    if (s->timed)
-        cu->cuEventRecord(s->tev[1], st);
+    time_mark(cu, s, 1, st);
     s->status = status;
     *status_out = status;
     if (status != KCAP_CALL_OK) { /* the library rejected it: nothing to judge */
@@ -278,11 +284,9 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
     }
     e = kcap_shadow_poison_launch(r, s->cand, out_bytes, st);
     void *cws = cand_wsb ? (void *)(uintptr_t)(s->cand + out_bytes) : NULL;
-    if (s->timed)
-        cu->cuEventRecord(s->tev[2], st);
+    time_mark(cu, s, 2, st);
     int cst = e == CUDA_SUCCESS ? cand(s->cargs, cws, cand_wsb, stream) : KCAP_CALL_OK;
-    if (s->timed)
-        cu->cuEventRecord(s->tev[3], st);
+    time_mark(cu, s, 3, st);
     if (e == CUDA_SUCCESS && cst != KCAP_CALL_OK) {
         *cand_failed = cst; /* it wrote nothing of the service's: the caller switches it off */
         /* whatever it queued before failing must finish before this site's buffers are

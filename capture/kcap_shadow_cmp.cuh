@@ -10,7 +10,8 @@
  * serving and golden shapes: 7.2–8.5 µs a node (the old double-precision, fixed-grid compare:
  * 9.2–16.9 µs), so the target is not met yet. What is left is latency, not work: a 4-block
  * compare of 16 KB costs 7.6 µs, one with no tensor at all 2.4 µs, and results written to
- * device memory instead of mapped host memory, or no system fence, change it by ≤ 0.5 µs;
+ * device memory instead of mapped host memory, or no system fence (a one-off variant),
+ * change it by ≤ 0.5 µs;
  * the remaining cost is the chain of dependent round trips (the loads, the blocks' atomics and
  * fence, the last block's count and reads of the totals). What was done:
  *   - float arithmetic: bf16, fp16 and fp32 values are exact in float, and the target GPUs
@@ -120,8 +121,6 @@ __device__ static void kcap_cmp_tensor_part(const struct kcap_cmp_tensor *t, str
     }
 }
 
-/* g: the call's staging arguments (phase 0); the last block runs the gate with them, so an
- * agreeing call costs no gate node of its own (g.ring 0: no gate). */
 __device__ static unsigned long long kcap_warp_max(unsigned long long v)
 {
     for (int o = 16; o; o >>= 1) {
@@ -147,8 +146,9 @@ __device__ static unsigned long long kcap_warp_sum(unsigned long long v)
     return v;
 }
 
-template <int SysFence> __device__ static void kcap_shadow_cmp_body(const struct kcap_cmp_args &a,
-                                                                   const struct kcap_stage_args &g)
+/* g: the call's staging arguments (phase 0); the last block runs the gate with them, so an
+ * agreeing call costs no gate node of its own (g.ring 0: no gate). */
+extern "C" __global__ void kcap_shadow_cmp(struct kcap_cmp_args a, struct kcap_stage_args g)
 {
     struct kcap_cmp_dev *dev = (struct kcap_cmp_dev *)a.dev;
     __shared__ unsigned long long sh[5][32];
@@ -223,16 +223,10 @@ template <int SysFence> __device__ static void kcap_shadow_cmp_body(const struct
     out->divergent = divergent;
     if (divergent)
         VOL(unsigned long long, out->diverged) = ++dev->diverged;
-    if (SysFence)
-        __threadfence_system(); /* everything above is visible before `compared` and `gen` */
+    __threadfence_system(); /* everything above is visible before `compared` and `gen` */
     VOL(unsigned long long, out->compared) = ++dev->compared;
     VOL(unsigned int, out->gen) = a.gen;
     dev->blocks_done = 0; /* the next launch's blocks run after this one's end */
     if (g.ring) /* none: a failed candidate's compare, whose call is never staged */
-        kcap_gate_run(g, divergent, 1);
-}
-
-extern "C" __global__ void kcap_shadow_cmp(struct kcap_cmp_args a, struct kcap_stage_args g)
-{
-    kcap_shadow_cmp_body<1>(a, g);
+        kcap_gate_run(g, divergent);
 }

@@ -26,6 +26,7 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "kcap_cmp_plan.h"
 #include "kcap_ring.h"
 
 #define KCAP_MAX_SEGS 10
@@ -417,8 +418,7 @@ extern "C" __global__ void kcap_ring_ctl(unsigned long long ringp, int op, unsig
     kcap_unlock(&ring->lock);
 }
 
-/* ---- shadow mode: the compare kernel -------------------------------------------------- */
-#define KCAP_CMP_MAX 4
+/* ---- shadow mode: the compare kernel (KCAP_CMP_MAX: kcap_cmp_plan.h) ------------------ */
 
 /* Keep in sync with kcap_gpu_int.h (kcmp_*). */
 struct kcap_cmp_tensor {
@@ -464,6 +464,8 @@ struct kcap_cmp_args {
     int nt;
     unsigned int gen;
     struct kcap_cmp_tensor t[KCAP_CMP_MAX];
+    int warp0[KCAP_CMP_MAX + 1]; /* kcap_cmp_plan: tensor k's warps are [warp0[k], warp0[k+1]) */
+    int pad;
 };
 
 #include "kcap_shadow_cmp.cuh"

@@ -7,6 +7,7 @@
 #ifndef KCAP_GPU_INT_H
 #define KCAP_GPU_INT_H
 
+#include "kcap_cmp_plan.h"
 #include "kcap_cu.h"
 #include "kcap_gpu.h"
 #include "kcap_log.h"
@@ -88,8 +89,7 @@ typedef struct {
 } kbell;
 
 /* Shadow mode's compare (kcap_gather.cu's kcap_cmp_*; keep in sync). */
-#define KCAP_CMP_MAX 4
-#define KCAP_CMP_THREADS 256
+#define KCAP_POISON_THREADS 256
 typedef struct {
     unsigned long long prod, cand;
     long long rows, row_elems, n1, s0, s1;
@@ -126,6 +126,8 @@ typedef struct {
     int nt;
     unsigned int gen;
     kcmp_tensor t[KCAP_CMP_MAX];
+    int warp0[KCAP_CMP_MAX + 1]; /* kcap_cmp_plan */
+    int pad;
 } kcmp_args;
 
 /* What the host remembers of a call site to rebuild its snapshots. */
@@ -263,8 +265,8 @@ void kcap_shadow_cmp_rebase(kcmp_args *ca, CUdeviceptr cand);
 void kcap_shadow_site_args(ksite *s, const kcap_call_desc *d, const void *a, const kcap_layout *lay,
                            CUdeviceptr cand, const size_t *off);
 CUresult kcap_shadow_poison_launch(kring *r, CUdeviceptr p, size_t bytes, CUstream st);
-/* The compare's grid: one thread per 16-byte load of the largest tensor, at most r->nblocks. */
-unsigned kcap_shadow_cmp_blocks(const kring *r, const kcmp_args *ca);
+/* The compare's launch (kcap_cmp_plan.h): warps per tensor into ca->warp0, block size and grid. */
+void kcap_shadow_cmp_plan(const kring *r, kcmp_args *ca, unsigned *threads, unsigned *blocks);
 /* After the candidate: the compare, whose last block runs the gate (only a divergent call is
  * staged), then both staging phases in one launch (kcap_stage_both). force: an eager call;
  * stage 0: the compare alone, no gate (a failed candidate's graph nodes: nothing is staged). */

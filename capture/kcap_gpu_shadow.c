@@ -132,15 +132,12 @@ void kcap_shadow_site_args(ksite *s, const kcap_call_desc *d, const void *a, con
     s->lay.nout = 2 * lay->nout;
 }
 
-unsigned kcap_shadow_cmp_blocks(const kring *r, const kcmp_args *ca)
+void kcap_shadow_cmp_plan(const kring *r, kcmp_args *ca, unsigned *threads, unsigned *blocks)
 {
-    long long work = 0; /* 16-byte loads of the largest tensor: one a thread, at most r->nblocks */
-    for (int k = 0; k < ca->nt; k++) {
-        long long es = ca->t[k].dtype == 2 ? 4 : 2, w = (ca->t[k].rows * ca->t[k].row_elems * es + 15) / 16;
-        work = w > work ? w : work;
-    }
-    long long b = (work + KCAP_CMP_THREADS - 1) / KCAP_CMP_THREADS;
-    return b < 1 ? 1u : b > r->nblocks ? (unsigned)r->nblocks : (unsigned)b;
+    long long bytes[KCAP_CMP_MAX];
+    for (int k = 0; k < ca->nt; k++)
+        bytes[k] = ca->t[k].rows * ca->t[k].row_elems * (ca->t[k].dtype == 2 ? 4 : 2);
+    kcap_cmp_plan(ca->nt, bytes, r->nblocks, ca->warp0, threads, blocks);
 }
 
 CUresult kcap_shadow_judge_launch(kring *r, ksite *s, int sid, int force, kcmp_args *ca, int stage,
@@ -155,8 +152,9 @@ CUresult kcap_shadow_judge_launch(kring *r, ksite *s, int sid, int force, kcmp_a
             in.lost = (uintptr_t)&kcap_gslot_out(r, s->gslot)->lost;
     }
     void *cp[] = {ca, &in}, *sp[] = {&in, &out};
-    CUresult e = r->cu->cuLaunchKernel(r->cmp, kcap_shadow_cmp_blocks(r, ca), 1, 1, KCAP_CMP_THREADS, 1, 1, 0,
-                                       st, cp, NULL);
+    unsigned threads, blocks;
+    kcap_shadow_cmp_plan(r, ca, &threads, &blocks);
+    CUresult e = r->cu->cuLaunchKernel(r->cmp, blocks, 1, 1, threads, 1, 1, 0, st, cp, NULL);
     if (e == CUDA_SUCCESS && stage) /* enough threads to stream the KV rows; agreeing, they exit at once */
         e = r->cu->cuLaunchKernel(r->stage_both, (unsigned)r->nblocks, 1, 1, KCAP_STAGE_THREADS, 1, 1, 0,
                                   st, sp, NULL);
@@ -167,9 +165,9 @@ CUresult kcap_shadow_poison_launch(kring *r, CUdeviceptr p, size_t bytes, CUstre
 {
     unsigned long long dst = p, n = bytes;
     void *params[] = {&dst, &n};
-    size_t want = (bytes / 16 + KCAP_CMP_THREADS - 1) / KCAP_CMP_THREADS;
+    size_t want = (bytes / 16 + KCAP_POISON_THREADS - 1) / KCAP_POISON_THREADS;
     unsigned blocks = want < 1 ? 1 : want > (size_t)r->nblocks ? (unsigned)r->nblocks : (unsigned)want;
-    return r->cu->cuLaunchKernel(r->poison, blocks, 1, 1, KCAP_CMP_THREADS, 1, 1, 0, st, params, NULL);
+    return r->cu->cuLaunchKernel(r->poison, blocks, 1, 1, KCAP_POISON_THREADS, 1, 1, 0, st, params, NULL);
 }
 
 /* Timing event k of a timed call (a failed record only loses this call's timing). */

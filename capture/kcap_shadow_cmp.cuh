@@ -6,26 +6,35 @@
  * differs is counted and the first one kept), then |got - want| > atol + rtol |want|, the
  * worst element by that ratio and the largest |got - want|. It runs after every shadowed call,
  * so it is built to be cheap (issue "Shadow mode": compare ≤ 5 µs; bench_shadow_kernels.cu
- * checks it against a double judge, then times it node by node). Measured on the H200 at the
- * serving and golden shapes: 7.2–8.5 µs a node (the old double-precision, fixed-grid compare:
- * 9.2–16.9 µs), so the target is not met yet. What is left is latency, not work: a 4-block
- * compare of 16 KB costs 7.6 µs, one with no tensor at all 2.4 µs, and results written to
- * device memory instead of mapped host memory, or no system fence (a one-off variant),
- * change it by ≤ 0.5 µs;
- * the remaining cost is the chain of dependent round trips (the loads, the blocks' atomics and
- * fence, the last block's count and reads of the totals). What was done:
+ * checks it against a double judge, then times it node by node and sweeps loads per thread
+ * and block size). Measured on the H200 (sixth session): 3.8–5.7 µs a node at the serving,
+ * golden and 32k-context shapes (was 7.0–8.5), 30.5 µs at 32 MB (was 58). What it took:
+ *   - a short chain of dependent instructions per element, since that, not the number of
+ *     round trips, set the time: the NaN/Inf class tests once per 16-byte vector on the raw
+ *     bits (kcap_cmp_nonfinite), then per finite element a subtract, an FMA, a max and the
+ *     worst kept as the fraction d / band (kcap_cmp_scan), divided once per thread: no branch
+ *     and no division per element (with them every extra load a thread made cost ~0.8 µs);
+ *   - every tensor has warps of its own (kcap_cmp_plan.h), all of a thread's 16-byte loads
+ *     issued before any is used: one round trip to memory per thread whatever the number of
+ *     tensors; beyond one block, many blocks of one load a thread (more, smaller blocks beat
+ *     fewer with more loads a thread at every size measured);
+ *   - a call whose outputs fit one block (≤ 32 KB) is judged and published by that block: no
+ *     atomics, fence or block count (that cross-block step costs ~1.5 µs); larger calls add
+ *     the block totals atomically and the last block publishes;
+ *   - one block barrier: each warp folds its lanes by shuffles of 32-bit quantities into a
+ *     shared slot, then warp k folds tensor k's slots; the running totals are read at the
+ *     kernel's start, not by the publisher at its end;
  *   - float arithmetic: bf16, fp16 and fp32 values are exact in float, and the target GPUs
  *     (sm_120) run double at 1/64 rate. |got - want| is rounded once (2^-24 relative), so
  *     only an element within that of its band can be judged differently from replay's
- *     double; the counts this changes are of no consequence;
- *   - 16-byte loads (8 bf16) and one row-offset computation per load, 32-bit index arithmetic
- *     (outputs are far below 2^31 vectors), not a 64-bit division per element; the ratio's
- *     division only when it beats the thread's worst;
- *   - the host sizes the grid to the work (kcap_shadow_cmp_blocks): one load per thread;
- *   - the last block publishes to mapped host memory with writes only (the running totals
- *     are counted in device memory) and one system-scope fence: the results and the
- *     divergence count before it, the count of calls compared and `gen` after it, so a reader
- *     that sees `gen` (eager) or `compared` (graph) sees what came before.
+ *     double; element indices are 32-bit (an output of ≥ 2^32 elements reports its
+ *     positions clamped);
+ *   - the publisher writes mapped host memory with writes only (the running totals are
+ *     counted in device memory) and one system-scope fence: the results and the divergence
+ *     count before it, the count of calls compared and `gen` after it, so a reader that sees
+ *     `gen` (eager) or `compared` (graph) sees what came before.
+ * What is left (~2 µs of a 3.8 µs one-block compare) is the node itself (0.75 µs), the
+ * system fence and the gate's writes; a multi-block call adds its cross-block step.
  */
 
 __device__ static inline float kcap_bits_to_float(unsigned int b, int dt)
@@ -35,37 +44,71 @@ __device__ static inline float kcap_bits_to_float(unsigned int b, int dt)
     return __uint_as_float(b << 16);
 }
 
-struct kcap_cmp_thread { /* one thread's share of a tensor, in 32-bit registers */
+/* One thread's (then one warp's, block's) share of a tensor, all 32-bit. */
+struct kcap_cmp_part {
     unsigned int nonfinite, beyond;
-    unsigned long long first;
-    float worst_ratio, max_abs; /* max_abs: non-negative, so its bits order as integers */
-    long long worst_i;          /* -1: no finite pair seen */
+    unsigned int first;      /* first element whose NaN/Inf class differs; ~0: none */
+    unsigned int worst_bits; /* float bits of the worst ratio (non-negative: ordered as integers) */
+    unsigned int worst_i;    /* its element */
+    unsigned int abs_bits;   /* float bits of the largest |got - want| */
 };
+
+/* A thread's worst so far as the fraction d / band, never divided while scanning: ratios are
+ * compared as d1 * b2 > d2 * b1, so each element costs a few multiplies and selects and no
+ * branch (the scan's cost is the chain of dependent instructions per element: a division
+ * and a branch per element made the compare 2-3 times slower). */
+struct kcap_cmp_scan {
+    struct kcap_cmp_part p;
+    float wd, wb; /* worst difference and its band; 0 / 1 while every difference is 0 */
+};
+
+#define KCAP_CMP_NONE 0xffffffffu
+#define KCAP_CMP_LAST 0xfffffffeu /* the largest element index reported */
 
 __device__ static inline int kcap_classf(float v) { return isnan(v) ? 1 : isinf(v) ? (v > 0.f ? 2 : 3) : 0; }
 
-__device__ static inline void kcap_cmp_one(struct kcap_cmp_thread *a, float got, float want, long long i,
+/* A finite pair's difference d and band: the largest |got - want|, the count beyond, the worst. */
+__device__ static inline void kcap_cmp_take(struct kcap_cmp_scan *s, float d, float band, unsigned int i)
+{
+    s->p.abs_bits = max(s->p.abs_bits, __float_as_uint(d));
+    s->p.beyond += d > band;
+    int worse = d * s->wb > s->wd * band;
+    s->wd = worse ? d : s->wd;
+    s->wb = worse ? band : s->wb;
+    s->p.worst_i = worse ? i : s->p.worst_i;
+}
+
+__device__ static inline void kcap_cmp_one(struct kcap_cmp_scan *s, float got, float want, unsigned int i,
                                            float atol, float rtol)
 {
     int cg = kcap_classf(got), cw = kcap_classf(want);
-    if (cg != cw) {
-        a->nonfinite++;
-        a->first = (unsigned long long)i < a->first ? (unsigned long long)i : a->first;
-        return;
+    int differ = cg != cw, finite = !differ && !cg; /* the same NaN/Inf on both sides: equal */
+    s->p.nonfinite += differ;
+    s->p.first = differ && i < s->p.first ? i : s->p.first;
+    /* a pair that is not finite takes d = 0: beyond nothing, worse than nothing */
+    kcap_cmp_take(s, finite ? fabsf(got - want) : 0.f, fmaf(rtol, fabsf(want), atol), i);
+}
+
+/* kcap_cmp_one for a pair known to be finite on both sides (most vectors: the class tests
+ * are made once per vector, on the raw bits, by kcap_cmp_nonfinite). */
+__device__ static inline void kcap_cmp_one_finite(struct kcap_cmp_scan *s, float got, float want, unsigned int i,
+                                                  float atol, float rtol)
+{
+    kcap_cmp_take(s, fabsf(got - want), fmaf(rtol, fabsf(want), atol), i);
+}
+
+/* Whether any element of the 16-byte vectors g, w is NaN or Inf (exponent all ones). */
+template <int ET> __device__ static inline int kcap_cmp_nonfinite(uint4 g, uint4 w)
+{
+    const unsigned int e = ET == 2 ? 0x7f800000u : ET == 1 ? 0x7c007c00u : 0x7f807f80u;
+    unsigned int x[8] = {g.x, g.y, g.z, g.w, w.x, w.y, w.z, w.w};
+    int any = 0;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        unsigned int t = x[k] & e;
+        any |= ET == 2 ? t == e : ((t & 0xffffu) == (e & 0xffffu)) | ((t >> 16) == (e >> 16));
     }
-    if (cg)
-        return; /* the same NaN/Inf on both sides */
-    float d = fabsf(got - want), band = atol + rtol * fabsf(want);
-    a->max_abs = fmaxf(a->max_abs, d);
-    a->beyond += d > band;
-    /* the ratio d / band only when it beats this thread's worst (a division is ~10 steps) */
-    if (d > a->worst_ratio * band || a->worst_i < 0) {
-        float ratio = band > 0.f ? d / band : (d > 0.f ? __int_as_float(0x7f800000) : 0.f);
-        if (ratio > a->worst_ratio || a->worst_i < 0) {
-            a->worst_ratio = ratio;
-            a->worst_i = i;
-        }
-    }
+    return any;
 }
 
 /* Row r's first byte: (r / n1) * s0 + (r % n1) * s1. */
@@ -74,159 +117,242 @@ __device__ static inline long long kcap_cmp_row(const struct kcap_cmp_tensor *t,
     return t->n1 == 1 ? r * t->s0 : (r / t->n1) * t->s0 + (r % t->n1) * t->s1;
 }
 
-/* Every element of tensor t this thread owns (grid-stride). */
-__device__ static void kcap_cmp_tensor_part(const struct kcap_cmp_tensor *t, struct kcap_cmp_thread *a)
+__device__ static inline unsigned int kcap_cmp_elem(long long i)
+{
+    return i < (long long)KCAP_CMP_LAST ? (unsigned int)i : KCAP_CMP_LAST;
+}
+
+/* Element k of a 16-byte vector: ET 0 bf16, 1 fp16, 2 fp32 (a template, so no per-element
+ * type test). */
+template <int ET> __device__ static inline float kcap_cmp_lane(const unsigned int *w, int k)
+{
+    if (ET == 2)
+        return __uint_as_float(w[k]);
+    unsigned int b = (w[k >> 1] >> (16 * (k & 1))) & 0xffffu;
+    return ET == 1 ? __half2float(__ushort_as_half((unsigned short)b)) : __uint_as_float(b << 16);
+}
+
+/* Thread `lt` of the `nth` threads given to tensor t, when its rows are whole 16-byte vectors:
+ * VPT loads of each side issued before any is used. */
+template <int VPT, int ET>
+__device__ static void kcap_cmp_scan_vec(const struct kcap_cmp_tensor *t, unsigned int lt, unsigned int nth,
+                                         struct kcap_cmp_scan *p)
+{
+    const int epv = ET == 2 ? 4 : 8;
+    const float atol = (float)t->atol, rtol = (float)t->rtol;
+    const unsigned int vpr = (unsigned int)(t->row_elems / epv), nv = (unsigned int)(t->rows * vpr);
+    for (unsigned int v0 = lt; v0 < nv; v0 += VPT * nth) {
+        uint4 g[VPT], w[VPT];
+#pragma unroll
+        for (int u = 0; u < VPT; u++) {
+            unsigned int v = v0 + u * nth;
+            if (v < nv) {
+                unsigned int r = v / vpr, cv = v - r * vpr;
+                long long off = kcap_cmp_row(t, r) + (long long)cv * 16;
+                g[u] = *(const uint4 *)((const char *)t->cand + off);
+                w[u] = *(const uint4 *)((const char *)t->prod + off);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < VPT; u++) {
+            if (v0 + u * nth >= nv)
+                break;
+            /* vector v holds elements v * epv.. (a row is a whole number of vectors) */
+            long long i0 = (long long)(v0 + u * nth) * epv;
+            unsigned int ib = (unsigned int)(i0 < (long long)KCAP_CMP_LAST - epv ? i0 : KCAP_CMP_LAST - epv);
+            unsigned int gw[4] = {g[u].x, g[u].y, g[u].z, g[u].w}, ww[4] = {w[u].x, w[u].y, w[u].z, w[u].w};
+            if (kcap_cmp_nonfinite<ET>(g[u], w[u])) {
+#pragma unroll
+                for (int k = 0; k < epv; k++)
+                    kcap_cmp_one(p, kcap_cmp_lane<ET>(gw, k), kcap_cmp_lane<ET>(ww, k), ib + k, atol, rtol);
+            } else {
+#pragma unroll
+                for (int k = 0; k < epv; k++)
+                    kcap_cmp_one_finite(p, kcap_cmp_lane<ET>(gw, k), kcap_cmp_lane<ET>(ww, k), ib + k, atol, rtol);
+            }
+        }
+    }
+}
+
+/* Thread `lt` of the `nth` threads given to tensor t: its elements. */
+template <int VPT>
+__device__ static void kcap_cmp_scan_tensor(const struct kcap_cmp_tensor *t, unsigned int lt, unsigned int nth,
+                                            struct kcap_cmp_scan *p)
 {
     const int es = t->dtype == 2 ? 4 : 2;
-    const float atol = (float)t->atol, rtol = (float)t->rtol;
     const long long rb = t->row_elems * es;
-    const unsigned int tid = blockIdx.x * blockDim.x + threadIdx.x, nth = gridDim.x * blockDim.x;
     int vec = rb % 16 == 0 && ((t->prod | t->cand | (unsigned long long)t->s0 |
                                 (unsigned long long)(t->n1 == 1 ? 0 : t->s1)) % 16) == 0 &&
               t->rows * (rb / 16) < 0x7fffffffll;
     if (vec) {
-        const unsigned int vpr = (unsigned int)(rb / 16), nv = (unsigned int)(t->rows * vpr);
-        const int epv = 16 / es;
-        for (unsigned int v = tid; v < nv; v += nth) {
-            unsigned int r = v / vpr, cv = v - r * vpr;
-            long long off = kcap_cmp_row(t, r) + (long long)cv * 16;
-            uint4 g = *(const uint4 *)((const char *)t->cand + off);
-            uint4 w = *(const uint4 *)((const char *)t->prod + off);
-            unsigned int gw[4] = {g.x, g.y, g.z, g.w}, ww[4] = {w.x, w.y, w.z, w.w};
-            long long i0 = (long long)r * t->row_elems + (long long)cv * epv;
-            if (es == 4) {
-#pragma unroll
-                for (int k = 0; k < 4; k++)
-                    kcap_cmp_one(a, __uint_as_float(gw[k]), __uint_as_float(ww[k]), i0 + k, atol, rtol);
-            } else {
-#pragma unroll
-                for (int k = 0; k < 8; k++) {
-                    unsigned int gb = (gw[k >> 1] >> (16 * (k & 1))) & 0xffffu;
-                    unsigned int wb = (ww[k >> 1] >> (16 * (k & 1))) & 0xffffu;
-                    kcap_cmp_one(a, kcap_bits_to_float(gb, t->dtype), kcap_bits_to_float(wb, t->dtype),
-                                 i0 + k, atol, rtol);
-                }
-            }
-        }
+        if (t->dtype == 2)
+            kcap_cmp_scan_vec<VPT, 2>(t, lt, nth, p);
+        else if (t->dtype == 1)
+            kcap_cmp_scan_vec<VPT, 1>(t, lt, nth, p);
+        else
+            kcap_cmp_scan_vec<VPT, 0>(t, lt, nth, p);
         return;
     }
+    const float atol = (float)t->atol, rtol = (float)t->rtol;
     const long long n = t->rows * t->row_elems; /* odd strides or row sizes: one element a step */
-    for (long long i = tid; i < n; i += nth) {
+    for (long long i = lt; i < n; i += nth) {
         long long r = i / t->row_elems, c = i - r * t->row_elems;
         const char *pg = (const char *)t->cand + kcap_cmp_row(t, r) + c * es;
         const char *pw = (const char *)t->prod + kcap_cmp_row(t, r) + c * es;
         float got = es == 4 ? *(const float *)pg : kcap_bits_to_float(*(const unsigned short *)pg, t->dtype);
         float want = es == 4 ? *(const float *)pw : kcap_bits_to_float(*(const unsigned short *)pw, t->dtype);
-        kcap_cmp_one(a, got, want, i, atol, rtol);
+        kcap_cmp_one(p, got, want, kcap_cmp_elem(i), atol, rtol);
     }
 }
 
-__device__ static unsigned long long kcap_warp_max(unsigned long long v)
+/* The warp's 32 parts folded into every lane's (32-bit shuffles; `p` of an idle lane is the
+ * neutral part). */
+__device__ static void kcap_cmp_fold_warp(struct kcap_cmp_part *p)
 {
     for (int o = 16; o; o >>= 1) {
-        unsigned long long w = __shfl_xor_sync(0xffffffffu, v, o);
-        v = w > v ? w : v;
+        unsigned int nf = __shfl_xor_sync(0xffffffffu, p->nonfinite, o);
+        unsigned int by = __shfl_xor_sync(0xffffffffu, p->beyond, o);
+        unsigned int fi = __shfl_xor_sync(0xffffffffu, p->first, o);
+        unsigned int wb = __shfl_xor_sync(0xffffffffu, p->worst_bits, o);
+        unsigned int wi = __shfl_xor_sync(0xffffffffu, p->worst_i, o);
+        unsigned int ab = __shfl_xor_sync(0xffffffffu, p->abs_bits, o);
+        p->nonfinite += nf, p->beyond += by;
+        p->first = min(p->first, fi);
+        if (wb > p->worst_bits || (wb == p->worst_bits && wi > p->worst_i))
+            p->worst_bits = wb, p->worst_i = wi;
+        p->abs_bits = max(p->abs_bits, ab);
     }
-    return v;
 }
 
-__device__ static unsigned long long kcap_warp_min(unsigned long long v)
+/* The worst of a part in kcap_cmp_acc's packed form: ratio bits << 32 | element; 0 while no
+ * difference is seen. */
+__device__ static inline unsigned long long kcap_cmp_worst(const struct kcap_cmp_part *p)
 {
-    for (int o = 16; o; o >>= 1) {
-        unsigned long long w = __shfl_xor_sync(0xffffffffu, v, o);
-        v = w < v ? w : v;
-    }
-    return v;
+    return p->worst_bits ? ((unsigned long long)p->worst_bits << 32) | p->worst_i : 0ull;
 }
 
-__device__ static unsigned long long kcap_warp_sum(unsigned long long v)
-{
-    for (int o = 16; o; o >>= 1)
-        v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-/* g: the call's staging arguments (phase 0); the last block runs the gate with them, so an
- * agreeing call costs no gate node of its own (g.ring 0: no gate). */
-extern "C" __global__ void kcap_shadow_cmp(struct kcap_cmp_args a, struct kcap_stage_args g)
+/* One thread publishes the call's totals (acc[k], in kcap_cmp_acc's packed forms) to mapped
+ * host memory, then runs the gate. */
+__device__ static void kcap_cmp_publish(const struct kcap_cmp_args &a, const struct kcap_stage_args &g,
+                                        const struct kcap_cmp_acc *acc, unsigned long long compared,
+                                        unsigned long long diverged)
 {
     struct kcap_cmp_dev *dev = (struct kcap_cmp_dev *)a.dev;
-    __shared__ unsigned long long sh[5][32];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
-    for (int k = 0; k < a.nt; k++) {
-        struct kcap_cmp_thread th = {0, 0, ~0ull, 0.f, 0.f, -1};
-        kcap_cmp_tensor_part(&a.t[k], &th);
-        /* the packed forms of kcap_cmp_acc: the worst as ratio bits << 32 | element (none
-           while every difference is 0), max_abs as double bits */
-        struct {
-            unsigned long long nonfinite, beyond, first, worst, max_abs;
-        } m = {th.nonfinite, th.beyond, th.first,
-               th.worst_i < 0 || !(th.worst_ratio > 0.f) ? 0ull
-                              : ((unsigned long long)__float_as_uint(th.worst_ratio) << 32) |
-                                    (unsigned long long)(unsigned int)(th.worst_i < 0xffffffffll ? th.worst_i
-                                                                                                   : 0xffffffffll),
-               (unsigned long long)__double_as_longlong((double)th.max_abs)};
-        /* block reduction, then one atomic per non-trivial quantity per block */
-        m.nonfinite = kcap_warp_sum(m.nonfinite), m.beyond = kcap_warp_sum(m.beyond);
-        m.first = kcap_warp_min(m.first), m.worst = kcap_warp_max(m.worst), m.max_abs = kcap_warp_max(m.max_abs);
-        if (lane == 0) {
-            sh[0][warp] = m.nonfinite, sh[1][warp] = m.beyond, sh[2][warp] = m.first;
-            sh[3][warp] = m.worst, sh[4][warp] = m.max_abs;
-        }
-        __syncthreads();
-        if (warp == 0) {
-            int ok = lane < nwarps;
-            m.nonfinite = kcap_warp_sum(ok ? sh[0][lane] : 0);
-            m.beyond = kcap_warp_sum(ok ? sh[1][lane] : 0);
-            m.first = kcap_warp_min(ok ? sh[2][lane] : ~0ull);
-            m.worst = kcap_warp_max(ok ? sh[3][lane] : 0);
-            m.max_abs = kcap_warp_max(ok ? sh[4][lane] : 0);
-            if (lane == 0) {
-                struct kcap_cmp_acc *acc = &dev->t[k];
-                if (m.nonfinite)
-                    atomicAdd(&acc->nonfinite, m.nonfinite);
-                if (m.beyond)
-                    atomicAdd(&acc->beyond, m.beyond);
-                if (m.first != ~0ull)
-                    atomicMin(&acc->first_nonfinite, m.first);
-                if (m.worst)
-                    atomicMax(&acc->worst, m.worst);
-                if (m.max_abs)
-                    atomicMax(&acc->max_abs, m.max_abs);
-            }
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x != 0)
-        return;
-    __threadfence();
-    if (atomicAdd(&dev->blocks_done, 1u) != gridDim.x - 1)
-        return;
-    __threadfence(); /* the last block: publish */
     struct kcap_cmp_out *out = (struct kcap_cmp_out *)a.out;
     int divergent = 0;
     for (int k = 0; k < a.nt; k++) {
-        struct kcap_cmp_acc *acc = &dev->t[k];
         struct kcap_cmp_res *res = &out->t[k];
-        unsigned long long nf = VOL(unsigned long long, acc->nonfinite), by = VOL(unsigned long long, acc->beyond);
-        unsigned long long w = VOL(unsigned long long, acc->worst);
-        res->nonfinite = nf;
-        res->first_nonfinite = VOL(unsigned long long, acc->first_nonfinite);
-        res->beyond = by;
+        unsigned long long w = acc[k].worst;
+        res->nonfinite = acc[k].nonfinite;
+        res->first_nonfinite = acc[k].first_nonfinite;
+        res->beyond = acc[k].beyond;
         res->worst_elem = w ? (w & 0xffffffffull) : ~0ull;
         res->worst_ratio = (double)__uint_as_float((unsigned int)(w >> 32));
-        res->max_abs = __longlong_as_double((long long)VOL(unsigned long long, acc->max_abs));
-        divergent |= nf != 0 || by != 0;
-        acc->nonfinite = acc->beyond = acc->worst = acc->max_abs = 0;
-        acc->first_nonfinite = ~0ull;
+        res->max_abs = __longlong_as_double((long long)acc[k].max_abs);
+        divergent |= acc[k].nonfinite != 0 || acc[k].beyond != 0;
     }
     out->divergent = divergent;
     if (divergent)
-        VOL(unsigned long long, out->diverged) = ++dev->diverged;
+        VOL(unsigned long long, out->diverged) = dev->diverged = diverged + 1;
     __threadfence_system(); /* everything above is visible before `compared` and `gen` */
-    VOL(unsigned long long, out->compared) = ++dev->compared;
+    VOL(unsigned long long, out->compared) = dev->compared = compared + 1;
     VOL(unsigned int, out->gen) = a.gen;
-    dev->blocks_done = 0; /* the next launch's blocks run after this one's end */
     if (g.ring) /* none: a failed candidate's compare, whose call is never staged */
         kcap_gate_run(g, divergent);
+}
+
+/* g: the call's staging arguments (phase 0); the publisher runs the gate with them, so an
+ * agreeing call costs no gate node of its own (g.ring 0: no gate). Launched as
+ * kcap_cmp_plan.h says: global warp w works on tensor k where warp0[k] <= w < warp0[k+1]. */
+template <int VPT>
+__device__ static void kcap_cmp_run(const struct kcap_cmp_args &a, const struct kcap_stage_args &g)
+{
+    struct kcap_cmp_dev *dev = (struct kcap_cmp_dev *)a.dev;
+    __shared__ struct kcap_cmp_part s_warp[32];
+    __shared__ int s_tensor[32];
+    __shared__ struct kcap_cmp_acc s_acc[KCAP_CMP_MAX];
+    __shared__ int s_last;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
+    const int gw = blockIdx.x * nwarps + warp;
+    /* the running totals, read now so that the publisher does not wait for them at the end
+       (only the previous launch, which has ended, wrote them) */
+    unsigned long long compared = 0, diverged = 0;
+    if (threadIdx.x == 0)
+        compared = VOL(unsigned long long, dev->compared), diverged = VOL(unsigned long long, dev->diverged);
+    int k = -1;
+    for (int j = 0; j < a.nt; j++)
+        k = gw >= a.warp0[j] && gw < a.warp0[j + 1] ? j : k;
+    struct kcap_cmp_scan sc = {{0, 0, KCAP_CMP_NONE, 0, 0, 0}, 0.f, 1.f};
+    if (k >= 0)
+        kcap_cmp_scan_tensor<VPT>(&a.t[k], (unsigned int)(gw - a.warp0[k]) * 32 + lane,
+                                  (unsigned int)(a.warp0[k + 1] - a.warp0[k]) * 32, &sc);
+    struct kcap_cmp_part p = sc.p; /* the worst fraction divided once */
+    float ratio = sc.wb > 0.f ? sc.wd / sc.wb : (sc.wd > 0.f ? __int_as_float(0x7f800000) : 0.f);
+    p.worst_bits = ratio > 0.f ? __float_as_uint(ratio) : 0u;
+    kcap_cmp_fold_warp(&p);
+    if (lane == 0)
+        s_warp[warp] = p, s_tensor[warp] = k;
+    __syncthreads();
+    const int multi = gridDim.x > 1;
+    if (warp < a.nt) { /* warp j folds tensor j's warps of this block */
+        struct kcap_cmp_part q = {0, 0, KCAP_CMP_NONE, 0, 0, 0};
+        if (lane < nwarps && s_tensor[lane] == warp)
+            q = s_warp[lane];
+        kcap_cmp_fold_warp(&q);
+        if (lane == 0) {
+            struct kcap_cmp_acc *acc = &s_acc[warp];
+            acc->nonfinite = q.nonfinite, acc->beyond = q.beyond;
+            acc->first_nonfinite = q.first == KCAP_CMP_NONE ? ~0ull : q.first;
+            acc->worst = kcap_cmp_worst(&q);
+            acc->max_abs = (unsigned long long)__double_as_longlong((double)__uint_as_float(q.abs_bits));
+            if (multi) { /* into the call's totals, then visible before this block is counted */
+                struct kcap_cmp_acc *d = &dev->t[warp];
+                if (acc->nonfinite)
+                    atomicAdd(&d->nonfinite, acc->nonfinite);
+                if (acc->beyond)
+                    atomicAdd(&d->beyond, acc->beyond);
+                if (acc->first_nonfinite != ~0ull)
+                    atomicMin(&d->first_nonfinite, acc->first_nonfinite);
+                if (acc->worst)
+                    atomicMax(&d->worst, acc->worst);
+                if (acc->max_abs)
+                    atomicMax(&d->max_abs, acc->max_abs);
+                __threadfence();
+            }
+        }
+    }
+    if (!multi) {
+        __syncthreads();
+        if (threadIdx.x == 0)
+            kcap_cmp_publish(a, g, s_acc, compared, diverged);
+        return;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0)
+        s_last = atomicAdd(&dev->blocks_done, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!s_last)
+        return;
+    __threadfence(); /* the last block: every block's totals are in */
+    if (threadIdx.x < a.nt) { /* read and reset tensor k's totals */
+        struct kcap_cmp_acc *d = &dev->t[threadIdx.x], *acc = &s_acc[threadIdx.x];
+        acc->nonfinite = VOL(unsigned long long, d->nonfinite);
+        acc->beyond = VOL(unsigned long long, d->beyond);
+        acc->first_nonfinite = VOL(unsigned long long, d->first_nonfinite);
+        acc->worst = VOL(unsigned long long, d->worst);
+        acc->max_abs = VOL(unsigned long long, d->max_abs);
+        d->nonfinite = d->beyond = d->worst = d->max_abs = 0;
+        d->first_nonfinite = ~0ull;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        dev->blocks_done = 0; /* the next launch's blocks run after this one's end */
+        kcap_cmp_publish(a, g, s_acc, compared, diverged);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(KCAP_CMP_THREADS)
+    kcap_shadow_cmp(struct kcap_cmp_args a, struct kcap_stage_args g)
+{
+    kcap_cmp_run<KCAP_CMP_VPT>(a, g);
 }

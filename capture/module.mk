@@ -26,7 +26,7 @@ KCAP_HAVE_NVCC := $(shell test -x $(NVCC) && echo 1)
 KCAP_PTX := $(OBJ)/capture/kcap_gather.ptx
 ifeq ($(KCAP_HAVE_NVCC),1)
 # compute_75 PTX is JIT-compiled by the driver for the GPU actually present.
-$(KCAP_PTX): capture/kcap_gather.cu capture/kcap_shadow_cmp.cuh capture/kcap_ring.h
+$(KCAP_PTX): capture/kcap_gather.cu capture/kcap_shadow_cmp.cuh capture/kcap_cmp_plan.h capture/kcap_ring.h
 	@mkdir -p $(@D)
 	$(NVCC) -ptx -arch=compute_75 -O3 -Icapture -o $@ $<
 $(OBJ)/capture/kcap_ptx.o: capture/kcap_ptx.S $(KCAP_PTX)
@@ -71,10 +71,15 @@ CAPTURE_TEST_BINS := $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(C
                      $(CAPT)/snapcmp $(CAPT)/libvattn_null.so $(CAPT)/bench_dormant \
                      $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout $(CAPT)/badargs_client \
                      $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch \
-                     $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev
+                     $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev $(CAPT)/test_capture_cmp_plan
 $(CAPT)/test_capture_config: tests/capture/test_capture_config.c $(OBJ)/capture/kcap_config_cli.o $(TESTKIT_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(filter-out %.h,$^) -o $@ $(LDFLAGS)
+
+# shadow mode's compare launch plan, walked on the host as the kernel walks it
+$(CAPT)/test_capture_cmp_plan: tests/capture/test_capture_cmp_plan.c capture/kcap_cmp_plan.h $(TESTKIT_H)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Icapture -Itests $< -o $@ $(LDFLAGS)
 
 # the snapshot budget (KCAP_MAX, arming counts) on its own, threaded
 $(CAPT)/test_capture_budget: tests/capture/test_capture_budget.c capture/kcap_budget.c capture/kcap_budget.h $(TESTKIT_H)
@@ -146,7 +151,7 @@ ifeq ($(KCAP_FORMATS_READY),1)
 ALL_TARGETS += $(KCAP_LIB) $(CAPTURE_TEST_BINS)
 TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout \
          $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev \
-         tests/capture/test_capture_c.sh tests/capture/test_capture_py.sh tests/capture/test_capture_select.sh \
+         $(CAPT)/test_capture_cmp_plan tests/capture/test_capture_c.sh tests/capture/test_capture_py.sh tests/capture/test_capture_select.sh \
          tests/capture/test_capture_arm.sh tests/capture/test_capture_faults.sh \
          tests/capture/test_capture_concurrency.sh tests/capture/test_capture_faults_host.sh \
          tests/capture/test_capture_faults_files.sh tests/capture/test_capture_faults_load.sh \
@@ -156,7 +161,7 @@ TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_ca
          tests/capture/test_capture_shadow_swap.sh
 ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout \
          $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev \
-              tests/capture/test_capture_c.sh tests/capture/test_capture_faults_host.sh
+              $(CAPT)/test_capture_cmp_plan tests/capture/test_capture_c.sh tests/capture/test_capture_faults_host.sh
 GPU_TESTS += tests/capture/test_capture_gpu.sh tests/capture/test_capture_gpu_graphexec.sh tests/capture/test_capture_gpu_long.sh tests/capture/test_capture_gpu_extend.sh \
              tests/capture/test_capture_gpu_faults.sh tests/capture/test_capture_gpu_shadow.sh \
              tests/capture/test_capture_gpu_cmp.sh
@@ -167,7 +172,7 @@ endif
 # shadow mode's device work on its own (dev harness: checks the compare against a double judge,
 # then times every node it adds per call); GPU only, built by test-gpu / bench-gpu
 KCAP_SHADOW_KBENCH := $(CAPT)/bench_shadow_kernels
-$(KCAP_SHADOW_KBENCH): tests/capture/bench_shadow_kernels.cu capture/kcap_gather.cu capture/kcap_shadow_cmp.cuh capture/kcap_ring.h
+$(KCAP_SHADOW_KBENCH): tests/capture/bench_shadow_kernels.cu capture/kcap_gather.cu capture/kcap_shadow_cmp.cuh capture/kcap_cmp_plan.h capture/kcap_ring.h
 	@mkdir -p $(@D)
 	$(NVCC) -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_120,code=sm_120 \
 	  -Icapture -o $@ $<

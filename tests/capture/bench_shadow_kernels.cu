@@ -8,7 +8,9 @@
  * kernel (or of one call's chain: poison, compare with its gate, idle staging) in a dependent
  * chain, replayed behind a spin kernel so the events bracket GPU work only; per node = median
  * replay / 32. An empty kernel gives the floor of a node. The candidate itself is not here: its
- * time is its own (bench_graph_cost.sh measures whole calls).
+ * time is its own (bench_graph_cost.sh measures whole calls). The compare is also checked and
+ * timed at other loads a thread and block sizes (instances of its body, kSweep: how
+ * kcap_cmp_plan.h's choice was made; re-run it on a new GPU before changing that choice).
  *
  * Issue "Shadow mode" item 6: the compare ≤ 5 µs at the golden shapes. Output: one line per
  * (shape, node), then "check: N failed". Exit status 1 when a check failed.
@@ -34,7 +36,7 @@
     } while (0)
 
 static const int kLayers = 32, kReps = 25;
-#define KCAP_CMP_THREADS_H 256 /* KCAP_CMP_THREADS of kcap_gpu_int.h */
+#define KCAP_POISON_THREADS_H 256 /* KCAP_POISON_THREADS of kcap_gpu_int.h */
 static const double kAtol = 1e-2, kRtol = 2e-2, kLseAtol = 1e-3, kLseRtol = 1e-3; /* any fixed set */
 
 extern "C" __global__ void bench_empty(int) {}
@@ -135,16 +137,46 @@ static void fill_args(const shape &s, const bufs &b, kcap_cmp_args *a)
     l->dtype = 2, l->atol = kLseAtol, l->rtol = kLseRtol;
 }
 
-/* The compare's grid, as libkcap sizes it (kcap_shadow_cmp_blocks in kcap_gpu_shadow.c). */
-static unsigned cmp_blocks(const kcap_cmp_args *a, unsigned max_blocks)
+/* A compare kernel and the launch shape it was built for: libkcap's (kcap_shadow_cmp, sized
+ * by kcap_cmp_plan.h as kcap_gpu_shadow.c does) and the sweep's instances of its body. */
+typedef void (*cmp_kernel)(kcap_cmp_args, kcap_stage_args);
+struct cmp_variant {
+    const char *name;
+    int vpt, threads;
+    cmp_kernel fn;
+};
+
+template <int VPT, int THREADS>
+__global__ void __launch_bounds__(THREADS) bench_cmp(kcap_cmp_args a, kcap_stage_args g)
 {
-    long long work = 0;
-    for (int k = 0; k < a->nt; k++) {
-        long long es = a->t[k].dtype == 2 ? 4 : 2, w = a->t[k].rows * a->t[k].row_elems * es / 16;
-        work = w > work ? w : work;
-    }
-    long long b = (work + KCAP_CMP_THREADS_H - 1) / KCAP_CMP_THREADS_H;
-    return b < 1 ? 1 : b > max_blocks ? max_blocks : (unsigned)b;
+    kcap_cmp_run<VPT>(a, g);
+}
+
+static const cmp_variant kLib = {"libkcap", KCAP_CMP_VPT, KCAP_CMP_THREADS, kcap_shadow_cmp};
+static const cmp_variant kSweep[] = {
+    {"vpt1 t256", 1, 256, bench_cmp<1, 256>},   {"vpt1 t512", 1, 512, bench_cmp<1, 512>},
+    {"vpt1 t1024", 1, 1024, bench_cmp<1, 1024>}, {"vpt2 t256", 2, 256, bench_cmp<2, 256>},
+    {"vpt2 t512", 2, 512, bench_cmp<2, 512>},   {"vpt2 t1024", 2, 1024, bench_cmp<2, 1024>},
+    {"vpt4 t256", 4, 256, bench_cmp<4, 256>},
+};
+
+/* Queues variant v on `a`, planned as libkcap plans it (max_blocks: libkcap's grid bound) or,
+ * with `fixed`, at the variant's own loads a thread and block size (max_warps: forced
+ * striding when small). Returns the grid. */
+static unsigned launch_cmp(const cmp_variant &v, kcap_cmp_args a, const kcap_stage_args &g, long long max_blocks,
+                           cudaStream_t q, int fixed = 0, long long max_warps = 0)
+{
+    long long bytes[KCAP_CMP_MAX];
+    for (int k = 0; k < a.nt; k++)
+        bytes[k] = a.t[k].rows * a.t[k].row_elems * (a.t[k].dtype == 2 ? 4 : 2);
+    unsigned threads, blocks;
+    if (fixed)
+        kcap_cmp_plan_fixed(a.nt, bytes, v.vpt, v.threads, max_warps ? max_warps : max_blocks * (v.threads / 32),
+                            a.warp0, &threads, &blocks);
+    else
+        kcap_cmp_plan(a.nt, bytes, max_blocks, a.warp0, &threads, &blocks);
+    v.fn<<<blocks, threads, 0, q>>>(a, g);
+    return blocks;
 }
 
 static int checks_failed;
@@ -157,15 +189,16 @@ static void expect(int ok, const char *shape_name, const char *what, const char 
     }
 }
 
-/* One compare (no gate) on the current candidate, its result against the judge. */
-static void check_once(const shape &s, bufs &b, unsigned nblocks, const char *label)
+/* One compare (no gate) by variant v on the current candidate, its result against the judge. */
+static void check_once(const shape &s, bufs &b, const cmp_variant &v, long long max_blocks, const char *label,
+                       int fixed = 0, long long max_warps = 0)
 {
     kcap_cmp_args a;
     fill_args(s, b, &a);
     kcap_stage_args nogate;
     memset(&nogate, 0, sizeof nogate);
     memset((void *)b.out, 0, sizeof *b.out);
-    kcap_shadow_cmp<<<cmp_blocks(&a, nblocks), KCAP_CMP_THREADS_H>>>(a, nogate);
+    launch_cmp(v, a, nogate, max_blocks, 0, fixed, max_warps);
     CK(cudaDeviceSynchronize());
     std::vector<unsigned short> po(b.no), co(b.no);
     std::vector<float> pl(b.nl), cl(b.nl);
@@ -181,7 +214,7 @@ static void check_once(const shape &s, bufs &b, unsigned nblocks, const char *la
     for (long long i = 0; i < b.nl; i++)
         gl[i] = cl[i], wl[i] = pl[i];
     ref_res rl = judge(gl.data(), wl.data(), b.nl, kLseAtol, kLseRtol);
-    const char *kn = "kcap_shadow_cmp";
+    const char *kn = v.name;
     char what[256];
     ref_res want[2] = {ro, rl};
     const double *gs[2] = {g.data(), gl.data()}, *ws[2] = {w.data(), wl.data()};
@@ -284,7 +317,7 @@ int main(int argc, char **argv)
         };
         {
             upload();
-            check_once(s, b, nblocks, "agreeing");
+            check_once(s, b, kLib, nblocks, "agreeing");
             /* structure: one element far off at the last (head, token), a NaN, an Inf, lse off */
             std::vector<unsigned short> c2 = co;
             long long far = b.no - 77, nan_at = b.no / 3, inf_at = b.no / 2 + 5;
@@ -295,18 +328,20 @@ int main(int argc, char **argv)
             std::vector<float> l2 = cl;
             l2[b.nl - 1] += 0.5f;
             CK(cudaMemcpy(b.cand_l, l2.data(), b.nl * 4, cudaMemcpyHostToDevice));
-            check_once(s, b, nblocks, "planted");
+            check_once(s, b, kLib, nblocks, "planted");
+            check_once(s, b, kLib, nblocks, "planted, one striding block", 1, KCAP_CMP_THREADS / 32);
+            for (const cmp_variant &v : kSweep)
+                check_once(s, b, v, nblocks, "planted", 1);
             CK(cudaMemset(b.cand_o, 0xff, b.no * 2)); /* a candidate that wrote nothing */
-            check_once(s, b, nblocks, "poisoned");
+            check_once(s, b, kLib, nblocks, "poisoned");
         }
         upload();
         if (!only_check) {
             kcap_cmp_args a;
             fill_args(s, b, &a);
-            unsigned g_new = cmp_blocks(&a, nblocks);
             unsigned long long bytes = (unsigned long long)b.no * 2;
             unsigned pb = (unsigned)std::min<unsigned long long>(std::max<unsigned long long>(
-                (bytes / 16 + KCAP_CMP_THREADS_H - 1) / KCAP_CMP_THREADS_H, 1), nblocks);
+                (bytes / 16 + KCAP_POISON_THREADS_H - 1) / KCAP_POISON_THREADS_H, 1), nblocks);
             unsigned long long pdst = (unsigned long long)b.cand_o;
             /* gate + staging that do not capture: a ring with no memory, a site not valid */
             kcap_ring_dev *ring;
@@ -326,38 +361,42 @@ int main(int argc, char **argv)
             out.phase = 1;
             kcap_stage_args in_eager = in; /* an eager call: the gate reports to mapped memory */
             in_eager.force = 1, in_eager.outcome = (unsigned long long)outcome_d;
+            unsigned g_new = 0;
             double t_empty = time_nodes(st, [&](cudaStream_t q) { bench_empty<<<1, 32, 0, q>>>(0); });
-            double t_cmp = time_nodes(st, [&](cudaStream_t q) {
-                kcap_shadow_cmp<<<g_new, KCAP_CMP_THREADS_H, 0, q>>>(a, nogate); });
+            double t_cmp = time_nodes(st, [&](cudaStream_t q) { g_new = launch_cmp(kLib, a, nogate, nblocks, q); });
             kcap_cmp_args a_dev = a; /* results to device memory instead of mapped host memory */
             kcap_cmp_out *dout;
             CK(cudaMalloc(&dout, sizeof *dout));
             a_dev.out = (unsigned long long)dout;
-            double t_cmp_dev = time_nodes(st, [&](cudaStream_t q) {
-                kcap_shadow_cmp<<<g_new, KCAP_CMP_THREADS_H, 0, q>>>(a_dev, nogate); });
+            double t_cmp_dev = time_nodes(st, [&](cudaStream_t q) { launch_cmp(kLib, a_dev, nogate, nblocks, q); });
             kcap_cmp_args a0 = a, a1 = a;
             a0.nt = 0, a1.nt = 1;
-            double t_nt0 = time_nodes(st, [&](cudaStream_t q) {
-                kcap_shadow_cmp<<<1, KCAP_CMP_THREADS_H, 0, q>>>(a0, nogate); });
-            double t_nt1 = time_nodes(st, [&](cudaStream_t q) {
-                kcap_shadow_cmp<<<g_new, KCAP_CMP_THREADS_H, 0, q>>>(a1, nogate); });
+            double t_nt0 = time_nodes(st, [&](cudaStream_t q) { launch_cmp(kLib, a0, nogate, nblocks, q); });
+            double t_nt1 = time_nodes(st, [&](cudaStream_t q) { launch_cmp(kLib, a1, nogate, nblocks, q); });
             double t_g1 = time_nodes(st, [&](cudaStream_t q) {
-                kcap_shadow_cmp<<<1, KCAP_CMP_THREADS_H, 0, q>>>(a, nogate); });
-            printf("[%-28s]   probe: no tensors %5.2f, o only %5.2f, grid 1 %5.2f us\n", s.name, t_nt0, t_nt1, t_g1);
+                launch_cmp(kLib, a, nogate, nblocks, q, 1, KCAP_CMP_THREADS / 32); });
+            printf("[%-28s]   probe: no tensors %5.2f, o only %5.2f, one striding block %5.2f us\n", s.name, t_nt0,
+                   t_nt1, t_g1);
+            printf("[%-28s]   sweep (loads per thread, block bound):", s.name);
+            for (const cmp_variant &v : kSweep) {
+                unsigned gb = 0;
+                double t = time_nodes(st, [&](cudaStream_t q) { gb = launch_cmp(v, a, nogate, nblocks, q, 1); });
+                printf(" %s %5.2f (grid %u) |", v.name, t, gb);
+            }
+            printf("\n");
             cudaFree(dout);
-            double t_cmpg = time_nodes(st, [&](cudaStream_t q) {
-                kcap_shadow_cmp<<<g_new, KCAP_CMP_THREADS_H, 0, q>>>(a, in); });
+            double t_cmpg = time_nodes(st, [&](cudaStream_t q) { launch_cmp(kLib, a, in, nblocks, q); });
             double t_poison = time_nodes(st, [&](cudaStream_t q) {
-                kcap_shadow_poison<<<pb, KCAP_CMP_THREADS_H, 0, q>>>(pdst, bytes); });
+                kcap_shadow_poison<<<pb, KCAP_POISON_THREADS_H, 0, q>>>(pdst, bytes); });
             double t_stage = time_nodes(st, [&](cudaStream_t q) {
                 kcap_stage_both<<<nblocks, 512, 0, q>>>(in, out); });
             double t_graph = time_nodes(st, [&](cudaStream_t q) { /* what a graph call adds */
-                kcap_shadow_poison<<<pb, KCAP_CMP_THREADS_H, 0, q>>>(pdst, bytes);
-                kcap_shadow_cmp<<<g_new, KCAP_CMP_THREADS_H, 0, q>>>(a, in);
+                kcap_shadow_poison<<<pb, KCAP_POISON_THREADS_H, 0, q>>>(pdst, bytes);
+                launch_cmp(kLib, a, in, nblocks, q);
                 kcap_stage_both<<<nblocks, 512, 0, q>>>(in, out); });
             double t_eager = time_nodes(st, [&](cudaStream_t q) { /* an eager call: the gate's outcome */
-                kcap_shadow_poison<<<pb, KCAP_CMP_THREADS_H, 0, q>>>(pdst, bytes);
-                kcap_shadow_cmp<<<g_new, KCAP_CMP_THREADS_H, 0, q>>>(a, in_eager);
+                kcap_shadow_poison<<<pb, KCAP_POISON_THREADS_H, 0, q>>>(pdst, bytes);
+                launch_cmp(kLib, a, in_eager, nblocks, q);
                 kcap_stage_both<<<nblocks, 512, 0, q>>>(in_eager, out); });
             printf("[%-28s] o %7.1f KB | empty %5.2f | compare %5.2f, with gate %5.2f (grid %u) | poison %5.2f | "
                    "stage_both (idle) %5.2f | per call: graph %5.2f, eager %5.2f us\n",
@@ -367,7 +406,7 @@ int main(int argc, char **argv)
             cudaFreeHost(outcome);
             cudaFree(ring), cudaFree(site);
             upload();
-            check_once(s, b, nblocks, "after timing"); /* its accumulators reset each launch */
+            check_once(s, b, kLib, nblocks, "after timing"); /* its accumulators reset each launch */
         }
         cudaFree(b.prod_o), cudaFree(b.cand_o), cudaFree(b.prod_l), cudaFree(b.cand_l), cudaFree(b.dev);
         cudaFreeHost(b.out);

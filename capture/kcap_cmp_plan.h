@@ -1,0 +1,70 @@
+/*
+ * kcap_cmp_plan.h — how shadow mode's compare kernel (kcap_shadow_cmp.cuh) spreads one call's
+ * output tensors over warps, and the block size and grid that follow. Shared by libkcap
+ * (kcap_gpu_shadow.c) and the dev harness (tests/capture/bench_shadow_kernels.cu), so the
+ * harness times exactly the launches the library makes.
+ *
+ * Each tensor gets whole warps of its own (at least one), enough for its 16-byte loads at
+ * `vpt` a thread, all issued before any is used: every thread then makes one round trip to
+ * memory however many tensors the call has. A call whose outputs fit one block is judged by
+ * that block, which publishes its result with no cross-block step. Beyond `max_warps` the
+ * warps stride over their tensor.
+ */
+#ifndef KCAP_CMP_PLAN_H
+#define KCAP_CMP_PLAN_H
+
+#define KCAP_CMP_MAX 4       /* output tensors a compare judges */
+#define KCAP_CMP_THREADS 1024 /* the compare's largest block */
+#define KCAP_CMP_VPT 2       /* 16-byte loads in flight per thread, per pass */
+
+/* bytes[k]: tensor k's bytes; vpt: loads a thread issues at once; max_threads: the block size
+ * bound; max_warps ≥ nt. Out: tensor k owns global warps [warp0[k], warp0[k+1]), and the
+ * launch's block size and grid. */
+static inline void kcap_cmp_plan_fixed(int nt, const long long *bytes, int vpt, int max_threads,
+                                       long long max_warps, int *warp0, unsigned *threads, unsigned *blocks)
+{
+    long long w[KCAP_CMP_MAX], total = 0;
+    for (int k = 0; k < nt; k++) {
+        long long per_warp = 32ll * 16 * vpt;
+        w[k] = (bytes[k] + per_warp - 1) / per_warp;
+        w[k] = w[k] < 1 ? 1 : w[k];
+        total += w[k];
+    }
+    if (total > max_warps) { /* long outputs: fewer warps, each striding over its tensor */
+        long long scaled = 0;
+        for (int k = 0; k < nt; k++) {
+            w[k] = w[k] * (max_warps - nt) / total;
+            w[k] = w[k] < 1 ? 1 : w[k];
+            scaled += w[k];
+        }
+        total = scaled;
+    }
+    warp0[0] = 0;
+    for (int k = 0; k < nt; k++)
+        warp0[k + 1] = warp0[k] + (int)w[k];
+    long long per_block = max_threads / 32;
+    *threads = total >= per_block ? (unsigned)max_threads : (unsigned)(32 * (total < 1 ? 1 : total));
+    *blocks = (unsigned)((total + (*threads / 32) - 1) / (*threads / 32));
+    if (*blocks < 1)
+        *blocks = 1;
+}
+
+/* libkcap's choice, from bench_shadow_kernels' sweep on the H200: outputs that one block of
+ * KCAP_CMP_THREADS threads covers with KCAP_CMP_VPT loads each (32 KB) are judged by that
+ * block alone (its cross-block step would cost ~1.5 µs); larger ones by blocks of
+ * KCAP_CMP_MULTI_THREADS threads of one load each, as many as fit (at most max_blocks): more,
+ * smaller blocks beat fewer with more loads a thread at every size measured. */
+#define KCAP_CMP_MULTI_THREADS 256
+static inline void kcap_cmp_plan(int nt, const long long *bytes, long long max_blocks, int *warp0,
+                                 unsigned *threads, unsigned *blocks)
+{
+    kcap_cmp_plan_fixed(nt, bytes, KCAP_CMP_VPT, KCAP_CMP_THREADS, KCAP_CMP_THREADS / 32, warp0, threads, blocks);
+    int fits = 1;
+    for (int k = 0; k < nt; k++)
+        fits &= bytes[k] <= (long long)(warp0[k + 1] - warp0[k]) * 32 * 16 * KCAP_CMP_VPT;
+    if (!fits) /* one block would stride: many blocks instead */
+        kcap_cmp_plan_fixed(nt, bytes, 1, KCAP_CMP_MULTI_THREADS, max_blocks * (KCAP_CMP_MULTI_THREADS / 32),
+                            warp0, threads, blocks);
+}
+
+#endif

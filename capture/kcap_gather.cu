@@ -26,78 +26,9 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-#include "kcap_cmp_plan.h"
+#include "kcap_shadow_cmp.h"
 #include "kcap_ring.h"
-
-#define KCAP_MAX_SEGS 10
-#define KCAP_NCOUNTS 2
-
-/* Keep the structs below in sync with their mirrors in kcap_stage_layout.h and
- * kcap_gpu_int.h. */
-struct kcap_seg {
-    unsigned long long src; /* device address of the first row */
-    long long dst_off;      /* static segments: byte offset of this segment in the region */
-    long long row_bytes;    /* bytes per row */
-    long long nrows;        /* static segments: rows */
-    long long s0, s1, n1;   /* row r at src + (r / n1) * s0 + (r % n1) * s1 (bytes) */
-    unsigned long long idx; /* non-zero: row r at src + idx[r] * s0 (pool rows) */
-    int idx_size;           /* 4 or 8 */
-    int counter;            /* -1 static; else rows = count[counter], placed after the fixed part */
-    long long pool_rows;    /* range check of idx */
-};
-
-struct kcap_stage_args {
-    unsigned long long ring;    /* struct kcap_ring_dev * */
-    unsigned long long site;    /* struct kcap_site_dev * */
-    unsigned long long bell;    /* mapped pinned host: struct kcap_bell[KCAP_RING_NREC] */
-    unsigned long long outcome; /* eager sites: mapped pinned host word (gen << 1 | captured) */
-    unsigned long long lost;    /* shadow graph sites: mapped host counter of divergences not staged */
-    unsigned long long count_src[KCAP_NCOUNTS]; /* device address of each count element */
-    int count_size[KCAP_NCOUNTS]; /* 4 or 8 */
-    int ncounts;
-    long long fixed_bytes;      /* bytes that do not depend on the counts */
-    int phase;                  /* 0 inputs (places the region), 1 outputs (publishes it) */
-    int nsegs;
-    int site_id;
-    int force;                  /* eager call the host already chose: no graph budget */
-    unsigned int gen;           /* the host's launch number of this site (eager) */
-    struct kcap_seg seg[KCAP_MAX_SEGS];
-};
-
-struct kcap_ring_dev {
-    unsigned long long base;        /* staging memory, 0 when none (disarmed or no memory) */
-    unsigned long long cap;         /* its bytes */
-    unsigned long long head, tail;  /* bytes placed / released (monotonic; tail by the host) */
-    unsigned long long tickets;     /* regions placed */
-    unsigned long long tail_ticket; /* regions released (the host) */
-    unsigned long long graph_taken; /* snapshots taken at graph replays, ever */
-    unsigned long long graph_limit; /* graph_taken may grow up to this (the host) */
-    unsigned long long big_need;    /* largest snapshot refused as larger than the ring */
-    unsigned int lock;
-    unsigned int drops_full, drops_big, drops_nomem;
-};
-
-struct kcap_site_dev {
-    unsigned long long start; /* region start (monotonic; at base + start % cap) */
-    unsigned long long end;
-    long long count[KCAP_NCOUNTS];
-    unsigned long long ticket;
-    unsigned int done;   /* blocks finished in the current phase */
-    int valid;           /* this launch captures */
-    int status;          /* 1: an index was out of range (rows zero-filled) */
-    unsigned int gen;
-};
-
-/* The doorbell of one region (index ticket % KCAP_RING_NREC): fields first, ticket last. */
-struct kcap_bell {
-    unsigned long long start, end;
-    long long count[KCAP_NCOUNTS];
-    int site_id;
-    unsigned int gen;
-    int status;
-    int pad;
-    unsigned long long ticket;
-};
+#include "kcap_stage_dev.h"
 
 extern "C" __global__ void kcap_gather_rows(const char *pool, long long stride_bytes,
                                             long long row_bytes, const long long *idx,
@@ -418,56 +349,7 @@ extern "C" __global__ void kcap_ring_ctl(unsigned long long ringp, int op, unsig
     kcap_unlock(&ring->lock);
 }
 
-/* ---- shadow mode: the compare kernel (KCAP_CMP_MAX: kcap_cmp_plan.h) ------------------ */
-
-/* Keep in sync with kcap_gpu_int.h (kcmp_*). */
-struct kcap_cmp_tensor {
-    unsigned long long prod, cand; /* first element of each view */
-    long long rows, row_elems;     /* rows of row_elems contiguous elements */
-    long long n1, s0, s1;          /* row r at base + (r / n1) * s0 + (r % n1) * s1 (bytes) */
-    int dtype;                     /* 0 bf16, 1 f16, 2 f32 */
-    int pad;
-    double atol, rtol;
-};
-
-struct kcap_cmp_acc {
-    unsigned long long nonfinite, first_nonfinite, beyond;
-    unsigned long long worst;   /* ratio's float bits << 32 | element (max wins) */
-    unsigned long long max_abs; /* bits of a non-negative double (ordered as integers) */
-};
-
-struct kcap_cmp_dev { /* per site, device memory; zero except first_nonfinite = ~0 */
-    struct kcap_cmp_acc t[KCAP_CMP_MAX];
-    unsigned int blocks_done;
-    int pad;
-    /* the running totals of kcap_cmp_out, kept here: the compare only writes host memory
-       (a read of mapped memory is a PCIe round trip) */
-    unsigned long long compared, diverged;
-};
-
-struct kcap_cmp_res {
-    unsigned long long nonfinite, first_nonfinite, beyond, worst_elem;
-    double max_abs, worst_ratio;
-};
-
-struct kcap_cmp_out { /* per site, mapped pinned host memory: gen written last */
-    struct kcap_cmp_res t[KCAP_CMP_MAX];
-    int divergent;
-    unsigned int gen;
-    /* running totals, for graph sites (whose replays the host does not see): calls
-       compared, found divergent, and divergent but not staged (the gate) */
-    unsigned long long compared, diverged, lost;
-};
-
-struct kcap_cmp_args {
-    unsigned long long dev, out;
-    int nt;
-    unsigned int gen;
-    struct kcap_cmp_tensor t[KCAP_CMP_MAX];
-    int warp0[KCAP_CMP_MAX + 1]; /* kcap_cmp_plan: tensor k's warps are [warp0[k], warp0[k+1]) */
-    int pad;
-};
-
+/* ---- shadow mode: the compare kernel (its layouts and launch plan: kcap_shadow_cmp.h) ---- */
 #include "kcap_shadow_cmp.cuh"
 
 /* Shadow mode: the candidate's outputs poisoned (0xFF bytes: NaN in bf16, fp16 and fp32)

@@ -7,7 +7,6 @@
 #ifndef KCAP_GPU_INT_H
 #define KCAP_GPU_INT_H
 
-#include "kcap_cmp_plan.h"
 #include "kcap_cu.h"
 #include "kcap_gpu.h"
 #include "kcap_log.h"
@@ -16,6 +15,7 @@
 #include "kcap_queue.h"
 #include "kcap_state.h"
 #include "kcap_ring.h"
+#include "kcap_shadow_cmp.h"
 #include "kcap_stage_layout.h"
 #include "kcap_tags.h"
 
@@ -52,83 +52,20 @@
  * them). */
 #define KCAP_GRANT_IDLE_NS 100000000ull
 
-typedef struct {
-    unsigned long long ring, site, bell, outcome, lost;
-    unsigned long long count_src[KCAP_NCOUNTS];
-    int count_size[KCAP_NCOUNTS];
-    int ncounts;
-    long long fixed_bytes;
-    int phase, nsegs, site_id, force;
-    unsigned int gen;
-    kseg seg[KCAP_MAX_SEGS];
-} kstage_args;
+/* The staging kernels' layouts (kcap_stage_dev.h, shared with kcap_gather.cu). */
+typedef struct kcap_stage_args kstage_args;
+typedef struct kcap_ring_dev kring_dev;
+typedef struct kcap_site_dev ksite_dev;
+typedef struct kcap_bell kbell;
 
-typedef struct {
-    unsigned long long base, cap, head, tail, tickets, tail_ticket, graph_taken, graph_limit,
-        big_need;
-    unsigned int lock, drops_full, drops_big, drops_nomem;
-} kring_dev;
-
-typedef struct {
-    unsigned long long start, end;
-    long long count[KCAP_NCOUNTS];
-    unsigned long long ticket;
-    unsigned int done;
-    int valid, status;
-    unsigned int gen;
-} ksite_dev;
-
-typedef struct {
-    unsigned long long start, end;
-    long long count[KCAP_NCOUNTS];
-    int site_id;
-    unsigned int gen;
-    int status;
-    int pad;
-    unsigned long long ticket;
-} kbell;
-
-/* Shadow mode's compare (kcap_gather.cu's kcap_cmp_*; keep in sync). */
+/* Shadow mode's compare: its layouts (kcap_shadow_cmp.h, shared with the kernel). */
 #define KCAP_POISON_THREADS 256
-typedef struct {
-    unsigned long long prod, cand;
-    long long rows, row_elems, n1, s0, s1;
-    int dtype; /* 0 bf16, 1 f16, 2 f32 */
-    int pad;
-    double atol, rtol;
-} kcmp_tensor;
-
-typedef struct {
-    unsigned long long nonfinite, first_nonfinite, beyond, worst, max_abs;
-} kcmp_acc;
-
-typedef struct {
-    kcmp_acc t[KCAP_CMP_MAX];
-    unsigned int blocks_done;
-    int pad;
-    unsigned long long compared, diverged; /* kcmp_out's totals: the device's own copy */
-} kcmp_dev;
-
-typedef struct {
-    unsigned long long nonfinite, first_nonfinite, beyond, worst_elem;
-    double max_abs, worst_ratio;
-} kcmp_res;
-
-typedef struct {
-    kcmp_res t[KCAP_CMP_MAX];
-    int divergent;
-    unsigned int gen;
-    unsigned long long compared, diverged, lost; /* running totals (graph sites) */
-} kcmp_out;
-
-typedef struct {
-    unsigned long long dev, out;
-    int nt;
-    unsigned int gen;
-    kcmp_tensor t[KCAP_CMP_MAX];
-    int warp0[KCAP_CMP_MAX + 1]; /* kcap_cmp_plan */
-    int pad;
-} kcmp_args;
+typedef struct kcap_cmp_tensor kcmp_tensor;
+typedef struct kcap_cmp_acc kcmp_acc;
+typedef struct kcap_cmp_dev kcmp_dev;
+typedef struct kcap_cmp_res kcmp_res;
+typedef struct kcap_cmp_out kcmp_out;
+typedef struct kcap_cmp_args kcmp_args;
 
 /* What the host remembers of a call site to rebuild its snapshots. */
 typedef struct ksite {
@@ -265,7 +202,7 @@ void kcap_shadow_cmp_rebase(kcmp_args *ca, CUdeviceptr cand);
 void kcap_shadow_site_args(ksite *s, const kcap_call_desc *d, const void *a, const kcap_layout *lay,
                            CUdeviceptr cand, const size_t *off);
 CUresult kcap_shadow_poison_launch(kring *r, CUdeviceptr p, size_t bytes, CUstream st);
-/* The compare's launch (kcap_cmp_plan.h): warps per tensor into ca->warp0, block size and grid. */
+/* The compare's launch (kcap_cmp_plan in kcap_shadow_cmp.h): warps per tensor into ca->warp0, block size and grid. */
 void kcap_shadow_cmp_plan(const kring *r, kcmp_args *ca, unsigned *threads, unsigned *blocks);
 /* After the candidate: the compare, whose last block runs the gate (only a divergent call is
  * staged), then both staging phases in one launch (kcap_stage_both). force: an eager call;

@@ -14,7 +14,7 @@
  *     bits (kcap_cmp_nonfinite), then per finite element a subtract, an FMA, a max and the
  *     worst kept as the fraction d / band (kcap_cmp_scan), divided once per thread: no branch
  *     and no division per element (with them every extra load a thread made cost ~0.8 µs);
- *   - every tensor has warps of its own (kcap_cmp_plan.h), all of a thread's 16-byte loads
+ *   - every tensor has warps of its own (kcap_shadow_cmp.h), all of a thread's 16-byte loads
  *     issued before any is used: one round trip to memory per thread whatever the number of
  *     tensors; beyond one block, many blocks of one load a thread (more, smaller blocks beat
  *     fewer with more loads a thread at every size measured);
@@ -263,7 +263,7 @@ __device__ static void kcap_cmp_publish(const struct kcap_cmp_args &a, const str
 
 /* g: the call's staging arguments (phase 0); the publisher runs the gate with them, so an
  * agreeing call costs no gate node of its own (g.ring 0: no gate). Launched as
- * kcap_cmp_plan.h says: global warp w works on tensor k where warp0[k] <= w < warp0[k+1]. */
+ * kcap_shadow_cmp.h says: global warp w works on tensor k where warp0[k] <= w < warp0[k+1]. */
 template <int VPT>
 __device__ static void kcap_cmp_run(const struct kcap_cmp_args &a, const struct kcap_stage_args &g)
 {

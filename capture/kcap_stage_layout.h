@@ -7,30 +7,22 @@
  * knows: a dense tensor whose first dimension is an element of another device tensor
  * (kv_indices: kv_indptr[bs] entries; SGLang's custom mask: mask_indptr[bs] bytes), and the
  * pool rows a ROWS tensor gathers by such an index. The host never reads device memory for
- * this: the gate kernel reads each count (kcap_gather.cu) and sizes the region. The structs
- * mirror kcap_gather.cu's (keep them in sync). Internal to libkcap.so.
+ * this: the gate kernel reads each count (kcap_gather.cu) and sizes the region. The segment's
+ * layout is shared with the kernels (kcap_stage_dev.h). Internal to libkcap.so.
  */
 #ifndef KCAP_STAGE_LAYOUT_H
 #define KCAP_STAGE_LAYOUT_H
 
 #include "kcap_calls.h"
+#include "kcap_stage_dev.h"
 
-#define KCAP_MAX_SEGS 10  /* tensors of one phase (the staging kernel's parameter array) */
-#define KCAP_NCOUNTS 2    /* distinct device-side counts of one call */
 #define KCAP_SEG_STATIC (-1)
 #define KCAP_ZERO_ROW_BYTES 1280 /* kcap_gather.cu's zero row: the widest pool row staged */
 
 /* One tensor of a phase: row r of the stored (dense) tensor is at
- * src + (r / n1) * s0 + (r % n1) * s1 (bytes), or for pool rows at src + idx[r] * s0. */
-typedef struct {
-    unsigned long long src;
-    long long dst_off;      /* static segments: byte offset in the region */
-    long long row_bytes, nrows, s0, s1, n1;
-    unsigned long long idx; /* pool rows: device address of the index tensor */
-    int idx_size;           /* its element size, 4 or 8 */
-    int counter;            /* KCAP_SEG_STATIC, or the count giving nrows (0..KCAP_NCOUNTS-1) */
-    long long pool_rows;    /* pool rows: range check of idx */
-} kseg;
+ * src + (r / n1) * s0 + (r % n1) * s1 (bytes), or for pool rows at src + idx[r] * s0
+ * (kcap_stage_dev.h; counter: KCAP_SEG_STATIC or the count giving nrows). */
+typedef struct kcap_seg kseg;
 
 typedef struct kcap_layout {
     kseg seg_in[KCAP_MAX_SEGS], seg_out[KCAP_MAX_SEGS];

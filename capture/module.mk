@@ -26,7 +26,7 @@ KCAP_HAVE_NVCC := $(shell test -x $(NVCC) && echo 1)
 KCAP_PTX := $(OBJ)/capture/kcap_gather.ptx
 ifeq ($(KCAP_HAVE_NVCC),1)
 # compute_75 PTX is JIT-compiled by the driver for the GPU actually present.
-$(KCAP_PTX): capture/kcap_gather.cu capture/kcap_shadow_cmp.cuh capture/kcap_cmp_plan.h capture/kcap_ring.h
+$(KCAP_PTX): capture/kcap_gather.cu capture/kcap_shadow_cmp.cuh capture/kcap_shadow_cmp.h capture/kcap_stage_dev.h capture/kcap_ring.h
 	@mkdir -p $(@D)
 	$(NVCC) -ptx -arch=compute_75 -O3 -Icapture -o $@ $<
 $(OBJ)/capture/kcap_ptx.o: capture/kcap_ptx.S $(KCAP_PTX)
@@ -77,7 +77,7 @@ $(CAPT)/test_capture_config: tests/capture/test_capture_config.c $(OBJ)/capture/
 	$(CC) $(CFLAGS) $(filter-out %.h,$^) -o $@ $(LDFLAGS)
 
 # shadow mode's compare launch plan, walked on the host as the kernel walks it
-$(CAPT)/test_capture_cmp_plan: tests/capture/test_capture_cmp_plan.c capture/kcap_cmp_plan.h $(TESTKIT_H)
+$(CAPT)/test_capture_cmp_plan: tests/capture/test_capture_cmp_plan.c capture/kcap_shadow_cmp.h $(TESTKIT_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Icapture -Itests $< -o $@ $(LDFLAGS)
 
@@ -172,7 +172,7 @@ endif
 # shadow mode's device work on its own (dev harness: checks the compare against a double judge,
 # then times every node it adds per call); GPU only, built by test-gpu / bench-gpu
 KCAP_SHADOW_KBENCH := $(CAPT)/bench_shadow_kernels
-$(KCAP_SHADOW_KBENCH): tests/capture/bench_shadow_kernels.cu capture/kcap_gather.cu capture/kcap_shadow_cmp.cuh capture/kcap_cmp_plan.h capture/kcap_ring.h
+$(KCAP_SHADOW_KBENCH): tests/capture/bench_shadow_kernels.cu capture/kcap_gather.cu capture/kcap_shadow_cmp.cuh capture/kcap_shadow_cmp.h capture/kcap_stage_dev.h capture/kcap_ring.h
 	@mkdir -p $(@D)
 	$(NVCC) -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_120,code=sm_120 \
 	  -Icapture -o $@ $<

@@ -10,7 +10,7 @@
  * replay / 32. An empty kernel gives the floor of a node. The candidate itself is not here: its
  * time is its own (bench_graph_cost.sh measures whole calls). The compare is also checked and
  * timed at other loads a thread and block sizes (instances of its body, kSweep: how
- * kcap_cmp_plan.h's choice was made; re-run it on a new GPU before changing that choice).
+ * kcap_shadow_cmp.h's choice was made; re-run it on a new GPU before changing that choice).
  *
  * Issue "Shadow mode" item 6: the compare ≤ 5 µs at the golden shapes. Output: one line per
  * (shape, node), then "check: N failed". Exit status 1 when a check failed.
@@ -138,7 +138,7 @@ static void fill_args(const shape &s, const bufs &b, kcap_cmp_args *a)
 }
 
 /* A compare kernel and the launch shape it was built for: libkcap's (kcap_shadow_cmp, sized
- * by kcap_cmp_plan.h as kcap_gpu_shadow.c does) and the sweep's instances of its body. */
+ * by kcap_shadow_cmp.h as kcap_gpu_shadow.c does) and the sweep's instances of its body. */
 typedef void (*cmp_kernel)(kcap_cmp_args, kcap_stage_args);
 struct cmp_variant {
     const char *name;

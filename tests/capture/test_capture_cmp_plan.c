@@ -1,5 +1,5 @@
 /*
- * test_capture_cmp_plan.c — shadow mode's compare launch plan (capture/kcap_cmp_plan.h), on
+ * test_capture_cmp_plan.c — shadow mode's compare launch plan (capture/kcap_shadow_cmp.h), on
  * the host: for a table of output sets (serving and golden shapes, odd sizes, many tensors,
  * outputs far beyond one wave), the plan's grid is walked exactly as kcap_shadow_cmp walks it
  * (global warp -> tensor by warp0, then each thread's VPT-strided passes) and every 16-byte
@@ -7,7 +7,7 @@
  * set that one block covers is given one block (the kernel then skips its cross-block step)
  * and each of its threads makes a single pass.
  */
-#include "kcap_cmp_plan.h"
+#include "kcap_shadow_cmp.h"
 #include "testkit.h"
 
 #include <stdlib.h>

@@ -1,8 +1,10 @@
 /*
- * kcap_cmp_plan.h — how shadow mode's compare kernel (kcap_shadow_cmp.cuh) spreads one call's
- * output tensors over warps, and the block size and grid that follow. Shared by libkcap
- * (kcap_gpu_shadow.c) and the dev harness (tests/capture/bench_shadow_kernels.cu), so the
- * harness times exactly the launches the library makes.
+ * kcap_shadow_cmp.h — the interface of shadow mode's compare kernel (kcap_shadow_cmp.cuh):
+ * the layouts of its arguments, its per-site device accumulators and its results in mapped
+ * host memory, written once for the kernel (nvcc), libkcap's host code (cc) and the dev
+ * harness (tests/capture/bench_shadow_kernels.cu); and its launch plan, how it spreads one
+ * call's output tensors over warps and the block size and grid that follow, so the harness
+ * times exactly the launches the library makes.
  *
  * Each tensor gets whole warps of its own (at least one), enough for its 16-byte loads at
  * `vpt` a thread, all issued before any is used: every thread then makes one round trip to
@@ -10,12 +12,60 @@
  * that block, which publishes its result with no cross-block step. Beyond `max_warps` the
  * warps stride over their tensor.
  */
-#ifndef KCAP_CMP_PLAN_H
-#define KCAP_CMP_PLAN_H
+#ifndef KCAP_SHADOW_CMP_H
+#define KCAP_SHADOW_CMP_H
 
 #define KCAP_CMP_MAX 4       /* output tensors a compare judges */
 #define KCAP_CMP_THREADS 1024 /* the compare's largest block */
 #define KCAP_CMP_VPT 2       /* 16-byte loads in flight per thread, per pass */
+
+/* One output tensor, production's and the candidate's views of it. */
+struct kcap_cmp_tensor {
+    unsigned long long prod, cand; /* first element of each view */
+    long long rows, row_elems;     /* rows of row_elems contiguous elements */
+    long long n1, s0, s1;          /* row r at base + (r / n1) * s0 + (r % n1) * s1 (bytes) */
+    int dtype;                     /* 0 bf16, 1 f16, 2 f32 */
+    int pad;
+    double atol, rtol;
+};
+
+struct kcap_cmp_acc {
+    unsigned long long nonfinite, first_nonfinite, beyond;
+    unsigned long long worst;   /* ratio's float bits << 32 | element (max wins) */
+    unsigned long long max_abs; /* bits of a non-negative double (ordered as integers) */
+};
+
+struct kcap_cmp_dev { /* per site, device memory; zero except first_nonfinite = ~0 */
+    struct kcap_cmp_acc t[KCAP_CMP_MAX];
+    unsigned int blocks_done;
+    int pad;
+    /* the running totals of kcap_cmp_out, kept here: the compare only writes host memory
+       (a read of mapped memory is a PCIe round trip) */
+    unsigned long long compared, diverged;
+};
+
+struct kcap_cmp_res {
+    unsigned long long nonfinite, first_nonfinite, beyond, worst_elem;
+    double max_abs, worst_ratio;
+};
+
+struct kcap_cmp_out { /* per site, mapped pinned host memory: gen written last */
+    struct kcap_cmp_res t[KCAP_CMP_MAX];
+    int divergent;
+    unsigned int gen;
+    /* running totals, for graph sites (whose replays the host does not see): calls
+       compared, found divergent, and divergent but not staged (the gate) */
+    unsigned long long compared, diverged, lost;
+};
+
+struct kcap_cmp_args {
+    unsigned long long dev, out;
+    int nt;
+    unsigned int gen;
+    struct kcap_cmp_tensor t[KCAP_CMP_MAX];
+    int warp0[KCAP_CMP_MAX + 1]; /* kcap_cmp_plan: tensor k's warps are [warp0[k], warp0[k+1]) */
+    int pad;
+};
 
 /* bytes[k]: tensor k's bytes; vpt: loads a thread issues at once; max_threads: the block size
  * bound; max_warps ≥ nt. Out: tensor k owns global warps [warp0[k], warp0[k+1]), and the

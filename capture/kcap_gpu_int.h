@@ -202,9 +202,10 @@ void kcap_shadow_cmp_rebase(kcmp_args *ca, CUdeviceptr cand);
 void kcap_shadow_site_args(ksite *s, const kcap_call_desc *d, const void *a, const kcap_layout *lay,
                            CUdeviceptr cand, const size_t *off);
 CUresult kcap_shadow_poison_launch(kring *r, CUdeviceptr p, size_t bytes, CUstream st);
-/* The compare's launch (kcap_cmp_plan in kcap_shadow_cmp.h): warps per tensor into ca->warp0, block size and grid. */
+/* The compare's launch (kcap_cmp_plan, kcap_shadow_cmp.h): warps per tensor into ca->warp0,
+ * block size and grid. */
 void kcap_shadow_cmp_plan(const kring *r, kcmp_args *ca, unsigned *threads, unsigned *blocks);
-/* After the candidate: the compare, whose last block runs the gate (only a divergent call is
+/* After the candidate: the compare, whose publishing block runs the gate (only a divergent call is
  * staged), then both staging phases in one launch (kcap_stage_both). force: an eager call;
  * stage 0: the compare alone, no gate (a failed candidate's graph nodes: nothing is staged). */
 CUresult kcap_shadow_judge_launch(kring *r, ksite *s, int sid, int force, kcmp_args *ca, int stage,

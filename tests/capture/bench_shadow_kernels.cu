@@ -58,6 +58,7 @@ static const shape kShapes[] = {
     {"golden h16_q64", 64, 16},                 {"golden h64_q7 (odd)", 7, 64},
     {"golden h8_q1", 1, 8},                     {"bs8 q4 h16 (32k context)", 32, 16},
     {"bs32 q8 h128 (large batch)", 256, 128},
+    {"h6 q3 (lse by element)", 3, 6}, /* lse rows of 24 B: the compare's element-at-a-time path */
 };
 
 static float bf2f(unsigned short b)

@@ -102,38 +102,11 @@ static int h_gather_rows(void *ctx, void *dst_host, const void *pool, size_t row
     return rc;
 }
 
-static int h_copy_from_host(void *ctx, void *dst, const void *src, size_t n)
-{
-    (void)ctx;
-    memcpy(dst, src, n);
-    return 0;
-}
-static void *h_alloc(void *ctx, size_t n)
-{
-    (void)ctx;
-    return malloc(n ? n : 1);
-}
-static void h_release(void *ctx, void *p)
-{
-    (void)ctx;
-    free(p);
-}
-static int h_fill(void *ctx, void *dst, int byte, size_t n)
-{
-    (void)ctx;
-    memset(dst, byte, n);
-    return 0;
-}
-
 void kcap_mem_host_ops(kcap_devctx *dc, kcap_mem_ops *ops)
 {
-    memset(ops, 0, sizeof *ops);
+    *ops = *kcap_host_mem_ops(); /* plain host memory (formats' ops) ... */
     ops->ctx = dc;
-    ops->copy_to_host = h_copy_to_host;
-    ops->copy_from_host = h_copy_from_host;
-    ops->alloc = h_alloc;
-    ops->release = h_release;
-    ops->fill = h_fill;
+    ops->copy_to_host = h_copy_to_host; /* ... except that reads of the host's pointers never fault */
     ops->gather_rows = h_gather_rows;
 }
 

@@ -183,6 +183,23 @@ static int build_pool(const pool_plan *p, const kcap_tensor *t, const kcap_mem_o
     return fill_pool(p, t, m, base, err);
 }
 
+/* A strided view's strides and the bytes its span covers, checked: the view is poisoned
+ * whole, so every byte of the span is touched. */
+static int strided_span(const kcap_call_desc *d, const kcap_arg_desc *a, const kcap_tensor *t,
+                        const kcap_snapshot *s, int64_t *strides, size_t *bytes, kcap_error *err)
+{
+    size_t es = kcap_dtype_size(t->dtype);
+    int rc = kcap_arg_dims(d, a, s, a->strides, "stride", strides, err);
+    if (rc)
+        return rc;
+    int64_t span = kcap_span_elems(t->ndim, t->shape, strides);
+    if (span < 0 || (uint64_t)span > SIZE_MAX / es / 2 || (uint64_t)span * es > kcap_read_limit_bytes())
+        return kcap_error_set(err, KCAP_ERR_SHAPE, "%s: bad strides (a view spanning %lld elements)", a->name,
+                              (long long)span);
+    *bytes = (size_t)span * es;
+    return KCAP_OK;
+}
+
 static int build_input(const kcap_call_desc *d, const kcap_arg_desc *a, const kcap_tensor *t,
                        const kcap_snapshot *s, const kcap_mem_ops *m, const pool_plan *plans,
                        int nplans, kcap_rebuilt *r, void **out, kcap_error *err)
@@ -194,20 +211,15 @@ static int build_input(const kcap_call_desc *d, const kcap_arg_desc *a, const kc
             remap_of = &plans[i];
     if (a->gather == KCAP_GATHER_STRIDED) {
         int64_t strides[KCAP_MAX_DIMS];
-        int rc = kcap_arg_dims(d, a, s, a->strides, "stride", strides, err);
+        size_t bytes;
+        int rc = strided_span(d, a, t, s, strides, &bytes, err);
         if (rc)
             return rc;
-        int64_t span = kcap_span_elems(t->ndim, t->shape, strides);
-        if (span < 0 || (uint64_t)span > SIZE_MAX / es / 2 ||
-            (uint64_t)span * es > kcap_read_limit_bytes()) /* poisoned whole, so touched */
-            return kcap_error_set(err, KCAP_ERR_SHAPE, "%s: bad strides (a view spanning %lld "
-                                  "elements)", a->name, (long long)span);
-        size_t bytes = (size_t)span * es;
         uint8_t *img = malloc(bytes ? bytes : 1);
         if (!img)
             return kcap_error_set(err, KCAP_ERR_NOMEM, "%s: out of memory", a->name);
         memset(img, POISON, bytes);
-        if (span)
+        if (bytes)
             kcap_strided_copy(t->data, img, t->ndim, t->shape, strides, es, 0);
         void *p = alloc(r, m, bytes, a->name, err);
         if (p && bytes && m->copy_from_host(m->ctx, p, img, bytes))
@@ -246,21 +258,15 @@ static int build_output(const kcap_call_desc *d, const kcap_arg_desc *a, const k
                         const kcap_snapshot *s, const kcap_mem_ops *m, kcap_rebuilt *r,
                         void **out, kcap_error *err)
 {
-    size_t es = kcap_dtype_size(t->dtype), bytes = t->nbytes;
+    size_t bytes = t->nbytes;
     if (a->gather == KCAP_GATHER_ROWS)
         return kcap_error_set(err, KCAP_ERR_UNSUPPORTED, "%s: ROWS outputs are not supported",
                               a->name);
     if (a->gather == KCAP_GATHER_STRIDED) {
         int64_t strides[KCAP_MAX_DIMS];
-        int rc = kcap_arg_dims(d, a, s, a->strides, "stride", strides, err);
+        int rc = strided_span(d, a, t, s, strides, &bytes, err);
         if (rc)
             return rc;
-        int64_t span = kcap_span_elems(t->ndim, t->shape, strides);
-        if (span < 0 || (uint64_t)span > SIZE_MAX / es / 2 ||
-            (uint64_t)span * es > kcap_read_limit_bytes()) /* poisoned whole, so touched */
-            return kcap_error_set(err, KCAP_ERR_SHAPE, "%s: bad strides (a view spanning %lld "
-                                  "elements)", a->name, (long long)span);
-        bytes = (size_t)span * es;
     }
     void *p = alloc(r, m, bytes, a->name, err);
     if (!p)

@@ -397,16 +397,14 @@ int kcap_call_fetch_output(const kcap_call_desc *d, const kcap_rebuilt *r,
         return KCAP_OK;
     }
     int64_t strides[KCAP_MAX_DIMS];
-    int rc = kcap_arg_dims(d, a, snap, a->strides, "stride", strides, err);
-    if (rc)
+    size_t bytes;
+    int rc = strided_span(d, a, t, snap, strides, &bytes, err);
+    if (rc || !bytes)
         return rc;
-    int64_t span = kcap_span_elems(t->ndim, t->shape, strides);
-    if (span <= 0)
-        return span < 0 ? kcap_error_set(err, KCAP_ERR_SHAPE, "%s: bad strides", name) : KCAP_OK;
-    uint8_t *tmp = malloc((size_t)span * es);
+    uint8_t *tmp = malloc(bytes);
     if (!tmp)
         return kcap_error_set(err, KCAP_ERR_NOMEM, "%s: out of memory", name);
-    if (mem->copy_to_host(mem->ctx, tmp, p, (size_t)span * es))
+    if (mem->copy_to_host(mem->ctx, tmp, p, bytes))
         rc = kcap_error_set(err, KCAP_ERR_CUDA, "%s: copying out failed", name);
     else
         kcap_strided_copy(dst_host, tmp, t->ndim, t->shape, strides, es, 1);

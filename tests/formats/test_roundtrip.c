@@ -263,6 +263,31 @@ static void check_dup_rows(void)
     }
 }
 
+/* A snapshot whose strided view (input q, output o) spans more than the reader's limit, its
+ * stride scalar and recorded stride agreeing (so validation passes): the rebuild refuses
+ * it, naming the tensor. */
+static void check_bad_strides(kcap_snapshot *s, const char *scalar, const char *tensor, kcap_dir dir)
+{
+    kcap_scalar *sc = (kcap_scalar *)kcap_snapshot_scalar(s, scalar);
+    kcap_tensor *t = (kcap_tensor *)kcap_snapshot_tensor(s, tensor, dir);
+    TK_CHECK(sc && t && t->has_strides, "scalar %s, strided tensor %s", scalar, tensor);
+    if (!sc || !t || !t->has_strides)
+        return;
+    int64_t keep = sc->i, keep_t = t->strides[0];
+    sc->i = t->strides[0] = (int64_t)1 << 40;
+    kcap_rebuilt r;
+    kcap_error err = {0};
+    int rc = kcap_call_rebuild(kcap_call_find("vattn_verify"), s, kcap_host_mem_ops(), KCAP_POOL_ORIGINAL, 1 << 20,
+                               &r, &err);
+    char want[64];
+    snprintf(want, sizeof want, "%s: bad strides", tensor);
+    TK_CHECK(rc == KCAP_ERR_SHAPE && strstr(err.msg, want), "%s = 2^40: rc %d (%s), want KCAP_ERR_SHAPE \"%s\"",
+             scalar, rc, err.msg, want);
+    if (rc == 0)
+        kcap_rebuilt_free(&r, kcap_host_mem_ops());
+    sc->i = keep, t->strides[0] = keep_t;
+}
+
 int main(void)
 {
     kcap_writer_opts wo = {.threads = 2, .chunk_bytes = 0, .min_compress_bytes = 4096};
@@ -298,6 +323,10 @@ int main(void)
                 check_rebuilt(&v, back, KCAP_POOL_ORIGINAL);
                 check_rebuilt(&v, back, KCAP_POOL_REMAP);
                 check_rebuilt(&v, back, KCAP_POOL_AUTO);
+                if (c == 0 && dt == 0) {
+                    check_bad_strides(back, "q_stride_t", "q", KCAP_DIR_IN);
+                    check_bad_strides(back, "o_stride_t", "o", KCAP_DIR_OUT);
+                }
             }
             kcap_snapshot *hdr = NULL;
             size_t *stored = NULL;

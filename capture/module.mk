@@ -136,7 +136,7 @@ $(CAPT)/badargs_client: tests/capture/badargs_client.c $(LIB)/libverify_attn_cpu
 
 $(CAPT)/snapcmp: tests/capture/snapcmp.c $(FORMATS_LIB) $(COMMON_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(HDF5_CFLAGS) $< -o $@ $(LDFLAGS) $(FORMATS_LIB) $(COMMON_OBJS) \
+	$(CC) $(CFLAGS) $(HDF5_CFLAGS) -Itests $< -o $@ $(LDFLAGS) $(FORMATS_LIB) $(COMMON_OBJS) \
 	  $(HDF5_LIBS) -lzstd -ldl -lm
 
 # a library with the verify ABI that returns at once: the dormant-overhead benchmark

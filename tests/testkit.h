@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- checks ---- */
@@ -60,6 +61,28 @@ static inline int tk_summary(const char *name)
     else
         printf("OK %s: %d checks\n", name, tk_checks);
     return tk_failures ? 1 : 0;
+}
+
+/* ---- files ---- */
+/* The whole of file `path` in malloc'd memory (NUL-terminated past its *n bytes), or NULL
+ * when it cannot be opened or read whole. */
+static inline void *tk_slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *b = NULL;
+    long len = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (len >= 0 && fseek(f, 0, SEEK_SET) == 0 && (b = (char *)malloc((size_t)len + 1))) {
+        *n = fread(b, 1, (size_t)len, f);
+        b[*n] = 0;
+        if (*n != (size_t)len) {
+            free(b);
+            b = NULL;
+        }
+    }
+    fclose(f);
+    return b;
 }
 
 /* ---- the generator: xorshift64* (Vigna), a seed is its state (never 0) ---- */

@@ -17,6 +17,7 @@
 
 #include "kcap_calls.h"
 #include "kcap_snapshot.h"
+#include "testkit.h"
 
 typedef struct {
     char tag[256];
@@ -27,20 +28,7 @@ static void *slurp(const char *dir, const char *tag, const char *ext, size_t *n)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s.%s", dir, tag, ext);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *p = malloc(len > 0 ? (size_t)len : 1);
-    if (p && len > 0 && fread(p, 1, (size_t)len, f) != (size_t)len) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    *n = (size_t)len;
-    return p;
+    return tk_slurp(path, n);
 }
 
 static long meta_int(const char *meta, const char *key)

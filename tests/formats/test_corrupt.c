@@ -47,20 +47,6 @@ static const struct {
     {"bad-short-frames", KCAP_ERR_CORRUPT, "reading the data: filter returned failure"},
 };
 
-static void *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *b = malloc((size_t)len + 1);
-    *n = fread(b, 1, (size_t)len, f);
-    fclose(f);
-    return b;
-}
-
 static int put(const char *path, const void *b, size_t n)
 {
     FILE *f = fopen(path, "wb");
@@ -121,7 +107,7 @@ static void corpus(void)
 static void damage(void)
 {
     size_t n = 0;
-    uint8_t *b = slurp(CORPUS "/ok-small-strided.h5", &n);
+    uint8_t *b = tk_slurp(CORPUS "/ok-small-strided.h5", &n);
     TK_CHECK(b && n > 20000, "valid seed");
     if (!b)
         return;

@@ -32,20 +32,6 @@ static int write_file(const char *path, const void *buf, size_t n)
     return fclose(f);
 }
 
-static void *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *b = malloc((size_t)len + 1);
-    *n = fread(b, 1, (size_t)len, f);
-    fclose(f);
-    return b;
-}
-
 /* The calls of the snapshots (bf16): `snap`'s, and the corpus' two valid ones. o of
  * ok-small-strided must have at least 2 tokens and 2 heads (tamper kind 5 rechunks it). */
 static const tk_vcase snap_call = {.bs = 3, .q_len = 4, .heads = 8, .num_slots = 200, .idx64 = 1,
@@ -179,7 +165,7 @@ static int forge(const char *path, int kind)
 static int tamper(const char *src, const char *dst, int kind)
 {
     size_t n = 0;
-    uint8_t *b = slurp(src, &n);
+    uint8_t *b = tk_slurp(src, &n);
     if (!b || write_file(dst, b, n))
         return 1;
     free(b);
@@ -334,7 +320,7 @@ static int do_corpus(const char *dir)
     kcap_writer_free(w);
 
     size_t n = 0;
-    uint8_t *b = slurp(q, &n);
+    uint8_t *b = tk_slurp(q, &n);
     if (!b)
         return 1;
     snprintf(p, sizeof p, "%s/bad-truncated.h5", dir);

@@ -35,6 +35,17 @@
  *     `gen` (eager) or `compared` (graph) sees what came before.
  * What is left (~2 µs of a 3.8 µs one-block compare) is the node itself (0.75 µs), the
  * system fence and the gate's writes; a multi-block call adds its cross-block step.
+ *
+ * Where it reports otherwise than replay's double judge (the counts and the verdict agree;
+ * only the worst element and the largest difference can differ, and a divergent call is
+ * judged again on the host when it is kept): a difference that overflows float (fp32
+ * values of opposite sign near 3e38) is +Inf; an element of band 0 (atol = rtol = 0, or
+ * atol = 0 and want = 0) scores an infinite ratio where replay scores d; equal ratios go
+ * to the larger index across threads; and the fraction compare d * wb > wd * band loses
+ * the worst when both products overflow (|values| beyond ~1e19) or underflow (atol = 0
+ * and values below ~1e-19), keeping an earlier, smaller one (a review of this session
+ * found it; a fix, e.g. the ratio by one approximate reciprocal per element, is not in
+ * because it could not be run on a GPU here).
  */
 
 __device__ static inline float kcap_bits_to_float(unsigned int b, int dt)
@@ -328,8 +339,13 @@ __device__ static void kcap_cmp_run(const struct kcap_cmp_args &a, const struct 
         return;
     }
     __syncthreads();
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0) {
+        /* the fence in the counting thread itself: the barrier orders the other warps'
+           fenced atomics before it, and fence-then-count is the pattern the PTX memory model
+           guarantees (a fence in another thread is not) */
+        __threadfence();
         s_last = atomicAdd(&dev->blocks_done, 1u) == gridDim.x - 1;
+    }
     __syncthreads();
     if (!s_last)
         return;

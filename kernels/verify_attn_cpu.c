@@ -15,7 +15,9 @@
  * draft token)][head = num_heads-1][channel 77], which gets +0.5 added (in fp32, before rounding
  * to bf16/fp16). Replay's tests use it to prove that a wrong kernel is caught and located.
  * Built a third time with -DVATTN_SLOW_US=20000 into build/tests/libverify_attn_cpu_slow.so:
- * vattn_verify sleeps 20 ms first (shadow mode's test of a too-slow candidate).
+ * vattn_verify then sleeps 20 ms plus ten times its own compute (shadow mode's test of a
+ * too-slow candidate: far over any slowdown limit the tests set, on a fast build and on a
+ * slow one alike).
  */
 #include "vattn_check.h"
 #include "verify_attn.h"
@@ -24,6 +26,7 @@
 #include <stdint.h>
 #include <string.h>
 #ifdef VATTN_SLOW_US
+#include <time.h>
 #include <unistd.h>
 #endif
 
@@ -288,7 +291,8 @@ int vattn_verify(const vattn_args *a, void *workspace, size_t workspace_bytes, v
 {
     (void)stream;
 #ifdef VATTN_SLOW_US
-    usleep(VATTN_SLOW_US); /* build/tests/libverify_attn_cpu_slow.so: shadow mode's slow candidate */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
 #endif
     int rc = vattn_check_args_ws(a, workspace, workspace_bytes, 0, vattn_workspace_size(a));
     if (rc)
@@ -298,6 +302,11 @@ int vattn_verify(const vattn_args *a, void *workspace, size_t workspace_bytes, v
         return rc;
     const vattn_cpu_call c = {VATTN_CPU_CALL_COMMON(a), .vis = a->visibility};
     vattn_cpu_run(&c, workspace);
+#ifdef VATTN_SLOW_US
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double us = (double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3;
+    usleep(VATTN_SLOW_US + (useconds_t)(10 * us));
+#endif
     return VATTN_OK;
 }
 

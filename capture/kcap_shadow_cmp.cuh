@@ -7,7 +7,7 @@
  * worst element by that ratio and the largest |got - want|. It runs after every shadowed call,
  * so it is built to be cheap (issue "Shadow mode": compare ≤ 5 µs; bench_shadow_kernels.cu
  * checks it against a double judge, then times it node by node and sweeps loads per thread
- * and block size). Measured on the H200 (sixth session): 3.8–5.7 µs a node at the serving,
+ * and block size). Measured on the H200: 3.8–5.7 µs a node at the serving,
  * golden and 32k-context shapes (was 7.0–8.5), 30.5 µs at 32 MB (was 58). What it took:
  *   - a short chain of dependent instructions per element, since that, not the number of
  *     round trips, set the time: the NaN/Inf class tests once per 16-byte vector on the raw
@@ -43,9 +43,8 @@
  * atol = 0 and want = 0) scores an infinite ratio where replay scores d; equal ratios go
  * to the larger index across threads; and the fraction compare d * wb > wd * band loses
  * the worst when both products overflow (|values| beyond ~1e19) or underflow (atol = 0
- * and values below ~1e-19), keeping an earlier, smaller one (a review of this session
- * found it; a fix, e.g. the ratio by one approximate reciprocal per element, is not in
- * because it could not be run on a GPU here).
+ * and values below ~1e-19), keeping an earlier, smaller one (a fix, e.g. the ratio by one
+ * approximate reciprocal per element, waits for a GPU run that checks and times it).
  */
 
 __device__ static inline float kcap_bits_to_float(unsigned int b, int dt)

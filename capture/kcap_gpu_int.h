@@ -28,11 +28,9 @@
 #define KCAP_SITE_CHUNK 1024
 #define KCAP_SITE_CHUNKS 1024 /* 1,048,576 sites: far beyond what a service captures */
 #define KCAP_ARGS_MAX 512 /* bytes of an args struct a site keeps (the descriptions' largest) */
-#define KCAP_STAGE_THREADS 512
 #define KCAP_GSLOT_CHUNK 256         /* shadow compare slots of graph sites, per chunk ... */
 #define KCAP_GSLOT_CHUNKS 64         /* ... 16,384 shadowed graph call sites at most */
 #define KCAP_GCAND_MAX (4ull << 30)  /* candidate buffers for graphs: beyond, not judged */
-#define KCAP_STAGE_BLOCKS_PER_SM 2   /* staging grid: enough loads in flight to stream rows */
 #define KCAP_STAGE_SMS_UNKNOWN 64    /* SM count assumed when the device does not say */
 #define KCAP_ONE_WARP 32             /* block of the one-thread kernels (gate, ring control) */
 #define KCAP_DRAIN_POLL_ARMED_NS 100000ull   /* drainer sleep without doorbells, armed ... */
@@ -59,7 +57,6 @@ typedef struct kcap_site_dev ksite_dev;
 typedef struct kcap_bell kbell;
 
 /* Shadow mode's compare: its layouts (kcap_shadow_cmp.h, shared with the kernel). */
-#define KCAP_POISON_THREADS 256
 typedef struct kcap_cmp_tensor kcmp_tensor;
 typedef struct kcap_cmp_acc kcmp_acc;
 typedef struct kcap_cmp_dev kcmp_dev;
@@ -202,9 +199,6 @@ void kcap_shadow_cmp_rebase(kcmp_args *ca, CUdeviceptr cand);
 void kcap_shadow_site_args(ksite *s, const kcap_call_desc *d, const void *a, const kcap_layout *lay,
                            CUdeviceptr cand, const size_t *off);
 CUresult kcap_shadow_poison_launch(kring *r, CUdeviceptr p, size_t bytes, CUstream st);
-/* The compare's launch (kcap_cmp_plan, kcap_shadow_cmp.h): warps per tensor into ca->warp0,
- * block size and grid. */
-void kcap_shadow_cmp_plan(const kring *r, kcmp_args *ca, unsigned *threads, unsigned *blocks);
 /* After the candidate: the compare, whose publishing block runs the gate (only a divergent call is
  * staged), then both staging phases in one launch (kcap_stage_both). force: an eager call;
  * stage 0: the compare alone, no gate (a failed candidate's graph nodes: nothing is staged). */

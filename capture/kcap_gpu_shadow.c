@@ -132,14 +132,6 @@ void kcap_shadow_site_args(ksite *s, const kcap_call_desc *d, const void *a, con
     s->lay.nout = 2 * lay->nout;
 }
 
-void kcap_shadow_cmp_plan(const kring *r, kcmp_args *ca, unsigned *threads, unsigned *blocks)
-{
-    long long bytes[KCAP_CMP_MAX];
-    for (int k = 0; k < ca->nt; k++)
-        bytes[k] = ca->t[k].rows * ca->t[k].row_elems * (ca->t[k].dtype == 2 ? 4 : 2);
-    kcap_cmp_plan(ca->nt, bytes, r->nblocks, ca->warp0, threads, blocks);
-}
-
 CUresult kcap_shadow_judge_launch(kring *r, ksite *s, int sid, int force, kcmp_args *ca, int stage,
                                   CUstream st)
 {
@@ -153,7 +145,7 @@ CUresult kcap_shadow_judge_launch(kring *r, ksite *s, int sid, int force, kcmp_a
     }
     void *cp[] = {ca, &in}, *sp[] = {&in, &out};
     unsigned threads, blocks;
-    kcap_shadow_cmp_plan(r, ca, &threads, &blocks);
+    kcap_cmp_plan_args(ca, r->nblocks, &threads, &blocks);
     CUresult e = r->cu->cuLaunchKernel(r->cmp, blocks, 1, 1, threads, 1, 1, 0, st, cp, NULL);
     if (e == CUDA_SUCCESS && stage) /* enough threads to stream the KV rows; agreeing, they exit at once */
         e = r->cu->cuLaunchKernel(r->stage_both, (unsigned)r->nblocks, 1, 1, KCAP_STAGE_THREADS, 1, 1, 0,

@@ -35,8 +35,6 @@
 #include <unistd.h>
 
 #include "kcap_compare.h" /* replay/: the rules every verdict uses */
-#include "kcap_version.h" /* common/ */
-
 
 static char g_dir[PATH_MAX]; /* where the summary goes (set by kcap_shadow_summary) */
 
@@ -563,7 +561,7 @@ static int device_sink(kcap_slot *sl, const void *args, int verdict, kcap_snapsh
     return 0;
 }
 
-/* A JSON number, or null for a non-finite one (a NaN/Inf position mismatch). */
+/* The summary file: a copy of the state under the lock, written after it (kcap_shadow_summary.c). */
 void kcap_shadow_summary(const char *dir)
 {
     if (!g.handle)

@@ -18,6 +18,7 @@
 #define KCAP_CMP_MAX 4       /* output tensors a compare judges */
 #define KCAP_CMP_THREADS 1024 /* the compare's largest block */
 #define KCAP_CMP_VPT 2       /* 16-byte loads in flight per thread, per pass */
+#define KCAP_POISON_THREADS 256 /* the poison fill's block (kcap_shadow_poison) */
 
 /* One output tensor, production's and the candidate's views of it. */
 struct kcap_cmp_tensor {
@@ -115,6 +116,22 @@ static inline void kcap_cmp_plan(int nt, const long long *bytes, long long max_b
     if (!fits) /* one block would stride: many blocks instead */
         kcap_cmp_plan_fixed(nt, bytes, 1, KCAP_CMP_MULTI_THREADS, max_blocks * (KCAP_CMP_MULTI_THREADS / 32),
                             warp0, threads, blocks);
+}
+
+/* Tensor t's bytes (dtype 2: fp32, else 2-byte elements). */
+static inline long long kcap_cmp_tensor_bytes(const struct kcap_cmp_tensor *t)
+{
+    return t->rows * t->row_elems * (t->dtype == 2 ? 4 : 2);
+}
+
+/* kcap_cmp_plan for the tensors of `a`, into a->warp0. */
+static inline void kcap_cmp_plan_args(struct kcap_cmp_args *a, long long max_blocks, unsigned *threads,
+                                      unsigned *blocks)
+{
+    long long bytes[KCAP_CMP_MAX];
+    for (int k = 0; k < a->nt; k++)
+        bytes[k] = kcap_cmp_tensor_bytes(&a->t[k]);
+    kcap_cmp_plan(a->nt, bytes, max_blocks, a->warp0, threads, blocks);
 }
 
 #endif

@@ -10,6 +10,8 @@
 
 #define KCAP_MAX_SEGS 10  /* tensors of one phase (the staging kernel's parameter array) */
 #define KCAP_NCOUNTS 2    /* distinct device-side counts of one call */
+#define KCAP_STAGE_THREADS 512     /* the staging kernels' block ... */
+#define KCAP_STAGE_BLOCKS_PER_SM 2 /* ... and grid: enough loads in flight to stream rows */
 
 /* One tensor of a phase (kcap_stage_layout.h computes them). */
 struct kcap_seg {

@@ -36,7 +36,6 @@
     } while (0)
 
 static const int kLayers = 32, kReps = 25;
-#define KCAP_POISON_THREADS_H 256 /* KCAP_POISON_THREADS of kcap_gpu_int.h */
 static const double kAtol = 1e-2, kRtol = 2e-2, kLseAtol = 1e-3, kLseRtol = 1e-3; /* any fixed set */
 
 extern "C" __global__ void bench_empty(int) {}
@@ -167,15 +166,16 @@ static const cmp_variant kSweep[] = {
 static unsigned launch_cmp(const cmp_variant &v, kcap_cmp_args a, const kcap_stage_args &g, long long max_blocks,
                            cudaStream_t q, int fixed = 0, long long max_warps = 0)
 {
-    long long bytes[KCAP_CMP_MAX];
-    for (int k = 0; k < a.nt; k++)
-        bytes[k] = a.t[k].rows * a.t[k].row_elems * (a.t[k].dtype == 2 ? 4 : 2);
     unsigned threads, blocks;
-    if (fixed)
+    if (fixed) {
+        long long bytes[KCAP_CMP_MAX];
+        for (int k = 0; k < a.nt; k++)
+            bytes[k] = kcap_cmp_tensor_bytes(&a.t[k]);
         kcap_cmp_plan_fixed(a.nt, bytes, v.vpt, v.threads, max_warps ? max_warps : max_blocks * (v.threads / 32),
                             a.warp0, &threads, &blocks);
-    else
-        kcap_cmp_plan(a.nt, bytes, max_blocks, a.warp0, &threads, &blocks);
+    } else {
+        kcap_cmp_plan_args(&a, max_blocks, &threads, &blocks); /* as libkcap's kcap_shadow_judge_launch */
+    }
     v.fn<<<blocks, threads, 0, q>>>(a, g);
     return blocks;
 }
@@ -278,7 +278,7 @@ int main(int argc, char **argv)
     int only_check = argc > 1 && !strcmp(argv[1], "--check");
     int sms = 0;
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    const unsigned nblocks = 2 * sms; /* KCAP_STAGE_BLOCKS_PER_SM × SMs, libkcap's grid */
+    const unsigned nblocks = KCAP_STAGE_BLOCKS_PER_SM * sms; /* libkcap's grid */
     cudaDeviceProp p;
     CK(cudaGetDeviceProperties(&p, 0));
     printf("device %s (sm_%d%d, %d SMs); %d nodes per graph, median of %d replays\n", p.name, p.major, p.minor,
@@ -342,7 +342,7 @@ int main(int argc, char **argv)
             fill_args(s, b, &a);
             unsigned long long bytes = (unsigned long long)b.no * 2;
             unsigned pb = (unsigned)std::min<unsigned long long>(std::max<unsigned long long>(
-                (bytes / 16 + KCAP_POISON_THREADS_H - 1) / KCAP_POISON_THREADS_H, 1), nblocks);
+                (bytes / 16 + KCAP_POISON_THREADS - 1) / KCAP_POISON_THREADS, 1), nblocks);
             unsigned long long pdst = (unsigned long long)b.cand_o;
             /* gate + staging that do not capture: a ring with no memory, a site not valid */
             kcap_ring_dev *ring;
@@ -388,17 +388,17 @@ int main(int argc, char **argv)
             cudaFree(dout);
             double t_cmpg = time_nodes(st, [&](cudaStream_t q) { launch_cmp(kLib, a, in, nblocks, q); });
             double t_poison = time_nodes(st, [&](cudaStream_t q) {
-                kcap_shadow_poison<<<pb, KCAP_POISON_THREADS_H, 0, q>>>(pdst, bytes); });
+                kcap_shadow_poison<<<pb, KCAP_POISON_THREADS, 0, q>>>(pdst, bytes); });
             double t_stage = time_nodes(st, [&](cudaStream_t q) {
-                kcap_stage_both<<<nblocks, 512, 0, q>>>(in, out); });
+                kcap_stage_both<<<nblocks, KCAP_STAGE_THREADS, 0, q>>>(in, out); });
             double t_graph = time_nodes(st, [&](cudaStream_t q) { /* what a graph call adds */
-                kcap_shadow_poison<<<pb, KCAP_POISON_THREADS_H, 0, q>>>(pdst, bytes);
+                kcap_shadow_poison<<<pb, KCAP_POISON_THREADS, 0, q>>>(pdst, bytes);
                 launch_cmp(kLib, a, in, nblocks, q);
-                kcap_stage_both<<<nblocks, 512, 0, q>>>(in, out); });
+                kcap_stage_both<<<nblocks, KCAP_STAGE_THREADS, 0, q>>>(in, out); });
             double t_eager = time_nodes(st, [&](cudaStream_t q) { /* an eager call: the gate's outcome */
-                kcap_shadow_poison<<<pb, KCAP_POISON_THREADS_H, 0, q>>>(pdst, bytes);
+                kcap_shadow_poison<<<pb, KCAP_POISON_THREADS, 0, q>>>(pdst, bytes);
                 launch_cmp(kLib, a, in_eager, nblocks, q);
-                kcap_stage_both<<<nblocks, 512, 0, q>>>(in_eager, out); });
+                kcap_stage_both<<<nblocks, KCAP_STAGE_THREADS, 0, q>>>(in_eager, out); });
             printf("[%-28s] o %7.1f KB | empty %5.2f | compare %5.2f, with gate %5.2f (grid %u) | poison %5.2f | "
                    "stage_both (idle) %5.2f | per call: graph %5.2f, eager %5.2f us\n",
                    s.name, bytes / 1024.0, t_empty, t_cmp, t_cmpg, g_new, t_poison, t_stage, t_graph, t_eager);

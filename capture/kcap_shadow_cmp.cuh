@@ -7,8 +7,8 @@
  * worst element by that ratio and the largest |got - want|. It runs after every shadowed call,
  * so it is built to be cheap (issue "Shadow mode": compare ≤ 5 µs; bench_shadow_kernels.cu
  * checks it against a double judge, then times it node by node and sweeps loads per thread
- * and block size). Measured on the H200: 3.8–5.7 µs a node at the serving,
- * golden and 32k-context shapes (was 7.0–8.5), 30.5 µs at 32 MB (was 58). What it took:
+ * and block size). Measured on the H200: 3.7–5.8 µs a node at the serving,
+ * golden and 32k-context shapes (was 7.0–8.5), 30.6 µs at 32 MB (was 58). What it took:
  *   - a short chain of dependent instructions per element, since that, not the number of
  *     round trips, set the time: the NaN/Inf class tests once per 16-byte vector on the raw
  *     bits (kcap_cmp_nonfinite), then per finite element a subtract, an FMA, a max and the
@@ -19,8 +19,13 @@
  *     tensors; beyond one block, many blocks of one load a thread (more, smaller blocks beat
  *     fewer with more loads a thread at every size measured);
  *   - a call whose outputs fit one block (≤ 32 KB) is judged and published by that block: no
- *     atomics, fence or block count (that cross-block step costs ~1.5 µs); larger calls add
- *     the block totals atomically and the last block publishes;
+ *     atomics or block count; larger calls add the block totals atomically, each block's
+ *     thread 0 counts its block with one acquire-release atomic (no separate fences), and the
+ *     last block's thread 0 reads the totals and publishes. That cross-block step still costs
+ *     1.6–1.9 µs (bench_shadow_kernels' probes: ~0.9 the count, 0.1–0.3 the data atomics,
+ *     ~0.5 the last block's reads); fence, count, fence cost 0.3–0.6 µs more, and neither
+ *     per-block slots nor a cluster's pre-reduction through distributed shared memory was
+ *     faster (docs/PERF.md);
  *   - one block barrier: each warp folds its lanes by shuffles of 32-bit quantities into a
  *     shared slot, then warp k folds tensor k's slots; the running totals are read at the
  *     kernel's start, not by the publisher at its end;
@@ -271,24 +276,16 @@ __device__ static void kcap_cmp_publish(const struct kcap_cmp_args &a, const str
         kcap_gate_run(g, divergent);
 }
 
-/* g: the call's staging arguments (phase 0); the publisher runs the gate with them, so an
- * agreeing call costs no gate node of its own (g.ring 0: no gate). Launched as
- * kcap_shadow_cmp.h says: global warp w works on tensor k where warp0[k] <= w < warp0[k+1]. */
+/* This block's totals of each tensor, launched as kcap_shadow_cmp.h says (global warp w works
+ * on tensor k where warp0[k] <= w < warp0[k+1]): warp k's lane 0 writes s_acc[k]; no barrier
+ * follows, so that lane may go on to add them to the call's totals at once. */
 template <int VPT>
-__device__ static void kcap_cmp_run(const struct kcap_cmp_args &a, const struct kcap_stage_args &g)
+__device__ static void kcap_cmp_block_totals(const struct kcap_cmp_args &a, struct kcap_cmp_acc *s_acc)
 {
-    struct kcap_cmp_dev *dev = (struct kcap_cmp_dev *)a.dev;
     __shared__ struct kcap_cmp_part s_warp[32];
     __shared__ int s_tensor[32];
-    __shared__ struct kcap_cmp_acc s_acc[KCAP_CMP_MAX];
-    __shared__ int s_last;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
     const int gw = blockIdx.x * nwarps + warp;
-    /* the running totals, read now so that the publisher does not wait for them at the end
-       (only the previous launch, which has ended, wrote them) */
-    unsigned long long compared = 0, diverged = 0;
-    if (threadIdx.x == 0)
-        compared = VOL(unsigned long long, dev->compared), diverged = VOL(unsigned long long, dev->diverged);
     int k = -1;
     for (int j = 0; j < a.nt; j++)
         k = gw >= a.warp0[j] && gw < a.warp0[j + 1] ? j : k;
@@ -303,7 +300,6 @@ __device__ static void kcap_cmp_run(const struct kcap_cmp_args &a, const struct 
     if (lane == 0)
         s_warp[warp] = p, s_tensor[warp] = k;
     __syncthreads();
-    const int multi = gridDim.x > 1;
     if (warp < a.nt) { /* warp j folds tensor j's warps of this block */
         struct kcap_cmp_part q = {0, 0, KCAP_CMP_NONE, 0, 0, 0};
         if (lane < nwarps && s_tensor[lane] == warp)
@@ -315,55 +311,93 @@ __device__ static void kcap_cmp_run(const struct kcap_cmp_args &a, const struct 
             acc->first_nonfinite = q.first == KCAP_CMP_NONE ? ~0ull : q.first;
             acc->worst = kcap_cmp_worst(&q);
             acc->max_abs = (unsigned long long)__double_as_longlong((double)__uint_as_float(q.abs_bits));
-            if (multi) { /* into the call's totals, then visible before this block is counted */
-                struct kcap_cmp_acc *d = &dev->t[warp];
-                if (acc->nonfinite)
-                    atomicAdd(&d->nonfinite, acc->nonfinite);
-                if (acc->beyond)
-                    atomicAdd(&d->beyond, acc->beyond);
-                if (acc->first_nonfinite != ~0ull)
-                    atomicMin(&d->first_nonfinite, acc->first_nonfinite);
-                if (acc->worst)
-                    atomicMax(&d->worst, acc->worst);
-                if (acc->max_abs)
-                    atomicMax(&d->max_abs, acc->max_abs);
-                __threadfence();
-            }
         }
     }
-    if (!multi) {
+}
+
+/* acc added into the call's totals d (device memory), atomically. */
+__device__ static inline void kcap_cmp_acc_atomic(struct kcap_cmp_acc *d, const struct kcap_cmp_acc *acc)
+{
+    if (acc->nonfinite)
+        atomicAdd(&d->nonfinite, acc->nonfinite);
+    if (acc->beyond)
+        atomicAdd(&d->beyond, acc->beyond);
+    if (acc->first_nonfinite != ~0ull)
+        atomicMin(&d->first_nonfinite, acc->first_nonfinite);
+    if (acc->worst)
+        atomicMax(&d->worst, acc->worst);
+    if (acc->max_abs)
+        atomicMax(&d->max_abs, acc->max_abs);
+}
+
+/* The block count's atomic with acquire and release semantics at GPU scope: what this block
+ * wrote before it (and, by the barrier before it, what the block's other threads wrote) is
+ * visible to the block that counts after it; the last block sees every block's totals. One
+ * instruction in place of fence, count, fence (0.3–0.6 µs less per multi-block call, H200). */
+__device__ static inline unsigned int kcap_cmp_count(unsigned int *c)
+{
+    unsigned int old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(c) : "memory");
+    return old;
+}
+
+__device__ static inline unsigned long long kcap_cmp_ld_gpu(const unsigned long long *p)
+{
+    unsigned long long v;
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* The last block's thread 0: the call's totals (every block's, acquired by its count) read,
+ * published, then reset for the next launch (which runs after this one's end), after the
+ * publish so that its system fence does not wait for the resets. */
+__device__ static void kcap_cmp_publish_totals(const struct kcap_cmp_args &a, const struct kcap_stage_args &g,
+                                               unsigned long long compared, unsigned long long diverged)
+{
+    struct kcap_cmp_dev *dev = (struct kcap_cmp_dev *)a.dev;
+    struct kcap_cmp_acc acc[KCAP_CMP_MAX];
+    for (int k = 0; k < a.nt; k++) {
+        const struct kcap_cmp_acc *d = &dev->t[k];
+        acc[k].nonfinite = kcap_cmp_ld_gpu(&d->nonfinite);
+        acc[k].beyond = kcap_cmp_ld_gpu(&d->beyond);
+        acc[k].first_nonfinite = kcap_cmp_ld_gpu(&d->first_nonfinite);
+        acc[k].worst = kcap_cmp_ld_gpu(&d->worst);
+        acc[k].max_abs = kcap_cmp_ld_gpu(&d->max_abs);
+    }
+    kcap_cmp_publish(a, g, acc, compared, diverged);
+    for (int k = 0; k < a.nt; k++) {
+        struct kcap_cmp_acc *d = &dev->t[k];
+        d->nonfinite = d->beyond = d->worst = d->max_abs = 0;
+        d->first_nonfinite = ~0ull;
+    }
+    dev->blocks_done = 0;
+}
+
+/* g: the call's staging arguments (phase 0); the publisher runs the gate with them, so an
+ * agreeing call costs no gate node of its own (g.ring 0: no gate). */
+template <int VPT>
+__device__ static void kcap_cmp_run(const struct kcap_cmp_args &a, const struct kcap_stage_args &g)
+{
+    struct kcap_cmp_dev *dev = (struct kcap_cmp_dev *)a.dev;
+    __shared__ struct kcap_cmp_acc s_acc[KCAP_CMP_MAX];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    /* the running totals, read now so that the publisher does not wait for them at the end
+       (only the previous launch, which has ended, wrote them) */
+    unsigned long long compared = 0, diverged = 0;
+    if (threadIdx.x == 0)
+        compared = VOL(unsigned long long, dev->compared), diverged = VOL(unsigned long long, dev->diverged);
+    kcap_cmp_block_totals<VPT>(a, s_acc);
+    if (gridDim.x == 1) { /* the block's totals are the call's */
         __syncthreads();
         if (threadIdx.x == 0)
             kcap_cmp_publish(a, g, s_acc, compared, diverged);
         return;
     }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        /* the fence in the counting thread itself: the barrier orders the other warps'
-           fenced atomics before it, and fence-then-count is the pattern the PTX memory model
-           guarantees (a fence in another thread is not) */
-        __threadfence();
-        s_last = atomicAdd(&dev->blocks_done, 1u) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!s_last)
-        return;
-    __threadfence(); /* the last block: every block's totals are in */
-    if (threadIdx.x < a.nt) { /* read and reset tensor k's totals */
-        struct kcap_cmp_acc *d = &dev->t[threadIdx.x], *acc = &s_acc[threadIdx.x];
-        acc->nonfinite = VOL(unsigned long long, d->nonfinite);
-        acc->beyond = VOL(unsigned long long, d->beyond);
-        acc->first_nonfinite = VOL(unsigned long long, d->first_nonfinite);
-        acc->worst = VOL(unsigned long long, d->worst);
-        acc->max_abs = VOL(unsigned long long, d->max_abs);
-        d->nonfinite = d->beyond = d->worst = d->max_abs = 0;
-        d->first_nonfinite = ~0ull;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        dev->blocks_done = 0; /* the next launch's blocks run after this one's end */
-        kcap_cmp_publish(a, g, s_acc, compared, diverged);
-    }
+    if (warp < a.nt && lane == 0) /* into the call's totals */
+        kcap_cmp_acc_atomic(&dev->t[warp], &s_acc[warp]);
+    __syncthreads(); /* every warp's totals are in before thread 0 counts the block */
+    if (threadIdx.x == 0 && kcap_cmp_count(&dev->blocks_done) == gridDim.x - 1)
+        kcap_cmp_publish_totals(a, g, compared, diverged);
 }
 
 extern "C" __global__ void __launch_bounds__(KCAP_CMP_THREADS)

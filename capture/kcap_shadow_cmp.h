@@ -102,7 +102,7 @@ static inline void kcap_cmp_plan_fixed(int nt, const long long *bytes, int vpt, 
 
 /* libkcap's choice, from bench_shadow_kernels' sweep on the H200: outputs that one block of
  * KCAP_CMP_THREADS threads covers with KCAP_CMP_VPT loads each (32 KB) are judged by that
- * block alone (its cross-block step would cost ~1.5 µs); larger ones by blocks of
+ * block alone (a cross-block step costs 1.6–1.9 µs); larger ones by blocks of
  * KCAP_CMP_MULTI_THREADS threads of one load each, as many as fit (at most max_blocks): more,
  * smaller blocks beat fewer with more loads a thread at every size measured. */
 #define KCAP_CMP_MULTI_THREADS 256

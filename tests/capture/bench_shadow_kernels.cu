@@ -10,7 +10,8 @@
  * replay / 32. An empty kernel gives the floor of a node. The candidate itself is not here: its
  * time is its own (bench_graph_cost.sh measures whole calls). The compare is also checked and
  * timed at other loads a thread and block sizes (instances of its body, kSweep: how
- * kcap_shadow_cmp.h's choice was made; re-run it on a new GPU before changing that choice).
+ * kcap_shadow_cmp.h's choice was made; re-run it on a new GPU before changing that choice),
+ * and timed with parts of its cross-block step left out (kJoinProbe: what each part costs).
  *
  * Issue "Shadow mode" item 6: the compare ≤ 5 µs at the golden shapes. Output: one line per
  * (shape, node), then "check: N failed". Exit status 1 when a check failed.
@@ -144,6 +145,7 @@ struct cmp_variant {
     const char *name;
     int vpt, threads;
     cmp_kernel fn;
+    int lib_plan; /* planned as libkcap plans (kcap_cmp_plan_args), else at vpt / threads */
 };
 
 template <int VPT, int THREADS>
@@ -152,22 +154,58 @@ __global__ void __launch_bounds__(THREADS) bench_cmp(kcap_cmp_args a, kcap_stage
     kcap_cmp_run<VPT>(a, g);
 }
 
-static const cmp_variant kLib = {"libkcap", KCAP_CMP_VPT, KCAP_CMP_THREADS, kcap_shadow_cmp};
+static const cmp_variant kLib = {"libkcap", KCAP_CMP_VPT, KCAP_CMP_THREADS, kcap_shadow_cmp, 1};
 static const cmp_variant kSweep[] = {
     {"vpt1 t256", 1, 256, bench_cmp<1, 256>},   {"vpt1 t512", 1, 512, bench_cmp<1, 512>},
     {"vpt1 t1024", 1, 1024, bench_cmp<1, 1024>}, {"vpt2 t256", 2, 256, bench_cmp<2, 256>},
     {"vpt2 t512", 2, 512, bench_cmp<2, 512>},   {"vpt2 t1024", 2, 1024, bench_cmp<2, 1024>},
     {"vpt4 t256", 4, 256, bench_cmp<4, 256>},
 };
+/* The cross-block step by part, as timing probes (wrong results by design): every block
+ * judges its share, then JOIN 0: no step at all, the grid's last block publishes its own
+ * totals (the floor under any cross-block step); 1: the blocks are counted as libkcap counts
+ * them, and the last to count publishes its own totals; 2: the blocks also add their totals
+ * atomically, and the last still publishes its own (libkcap's compare = 2 + the last block's
+ * reads of the totals). How the step was chosen: docs/PERF.md ("Shadow mode's compare,
+ * cross-block step"). */
+template <int VPT, int JOIN>
+__global__ void __launch_bounds__(KCAP_CMP_THREADS) bench_cmp_join_probe(kcap_cmp_args a, kcap_stage_args g)
+{
+    kcap_cmp_dev *dev = (kcap_cmp_dev *)a.dev;
+    __shared__ kcap_cmp_acc s_acc[KCAP_CMP_MAX];
+    unsigned long long compared = 0, diverged = 0;
+    if (threadIdx.x == 0)
+        compared = VOL(unsigned long long, dev->compared), diverged = VOL(unsigned long long, dev->diverged);
+    kcap_cmp_block_totals<VPT>(a, s_acc);
+    if (JOIN == 2 && (threadIdx.x >> 5) < a.nt && (threadIdx.x & 31) == 0)
+        kcap_cmp_acc_atomic(&dev->t[threadIdx.x >> 5], &s_acc[threadIdx.x >> 5]);
+    __syncthreads();
+    if (threadIdx.x != 0)
+        return;
+    if (JOIN == 0 ? blockIdx.x == gridDim.x - 1 : kcap_cmp_count(&dev->blocks_done) == gridDim.x - 1) {
+        kcap_cmp_publish(a, g, s_acc, compared, diverged);
+        if (JOIN) { /* as libkcap's last block leaves them */
+            for (int k = 0; k < a.nt; k++)
+                dev->t[k].nonfinite = dev->t[k].beyond = dev->t[k].worst = dev->t[k].max_abs = 0,
+                dev->t[k].first_nonfinite = ~0ull;
+            dev->blocks_done = 0;
+        }
+    }
+}
+static const cmp_variant kJoinProbe[] = {
+    {"none", KCAP_CMP_VPT, KCAP_CMP_THREADS, bench_cmp_join_probe<KCAP_CMP_VPT, 0>, 1},
+    {"count", KCAP_CMP_VPT, KCAP_CMP_THREADS, bench_cmp_join_probe<KCAP_CMP_VPT, 1>, 1},
+    {"atomics + count", KCAP_CMP_VPT, KCAP_CMP_THREADS, bench_cmp_join_probe<KCAP_CMP_VPT, 2>, 1},
+};
 
 /* Queues variant v on `a`, planned as libkcap plans it (max_blocks: libkcap's grid bound) or,
- * with `fixed`, at the variant's own loads a thread and block size (max_warps: forced
- * striding when small). Returns the grid. */
+ * with `fixed` (or a variant of its own plan), at the variant's own loads a thread and block
+ * size (max_warps: forced striding when small). Returns the grid. */
 static unsigned launch_cmp(const cmp_variant &v, kcap_cmp_args a, const kcap_stage_args &g, long long max_blocks,
                            cudaStream_t q, int fixed = 0, long long max_warps = 0)
 {
     unsigned threads, blocks;
-    if (fixed) {
+    if (fixed || !v.lib_plan) {
         long long bytes[KCAP_CMP_MAX];
         for (int k = 0; k < a.nt; k++)
             bytes[k] = kcap_cmp_tensor_bytes(&a.t[k]);
@@ -385,6 +423,10 @@ int main(int argc, char **argv)
                 printf(" %s %5.2f (grid %u) |", v.name, t, gb);
             }
             printf("\n");
+            printf("[%-28s]   probe: the same grid with only part of the cross-block step:", s.name);
+            for (const cmp_variant &v : kJoinProbe)
+                printf(" %s %5.2f |", v.name, time_nodes(st, [&](cudaStream_t q) { launch_cmp(v, a, nogate, nblocks, q); }));
+            printf(" (+ the last block's reads = compare) us\n");
             cudaFree(dout);
             double t_cmpg = time_nodes(st, [&](cudaStream_t q) { launch_cmp(kLib, a, in, nblocks, q); });
             double t_poison = time_nodes(st, [&](cudaStream_t q) {

@@ -8,7 +8,7 @@
  * so it is built to be cheap (issue "Shadow mode": compare ≤ 5 µs; bench_shadow_kernels.cu
  * checks it against a double judge, then times it node by node and sweeps loads per thread
  * and block size). Measured on the H200: 3.7–5.8 µs a node at the serving,
- * golden and 32k-context shapes (was 7.0–8.5), 30.6 µs at 32 MB (was 58). What it took:
+ * golden and 32k-context shapes (was 7.0–8.5), 30.6–30.7 µs at 32 MB (was 58). What it took:
  *   - a short chain of dependent instructions per element, since that, not the number of
  *     round trips, set the time: the NaN/Inf class tests once per 16-byte vector on the raw
  *     bits (kcap_cmp_nonfinite), then per finite element a subtract, an FMA, a max and the
@@ -26,9 +26,10 @@
  *     ~0.5 the last block's reads); fence, count, fence cost 0.3–0.6 µs more, and neither
  *     per-block slots nor a cluster's pre-reduction through distributed shared memory was
  *     faster (docs/PERF.md);
- *   - one block barrier: each warp folds its lanes by shuffles of 32-bit quantities into a
- *     shared slot, then warp k folds tensor k's slots; the running totals are read at the
- *     kernel's start, not by the publisher at its end;
+ *   - one block barrier for the block's totals (a multi-block call adds one before its
+ *     count): each warp folds its lanes by shuffles of 32-bit quantities into a shared slot,
+ *     then warp k folds tensor k's slots; the running totals are read at the kernel's start,
+ *     not by the publisher at its end;
  *   - float arithmetic: bf16, fp16 and fp32 values are exact in float, and the target GPUs
  *     (sm_120) run double at 1/64 rate. |got - want| is rounded once (2^-24 relative), so
  *     only an element within that of its band can be judged differently from replay's
@@ -38,8 +39,9 @@
  *     counted in device memory) and one system-scope fence: the results and the divergence
  *     count before it, the count of calls compared and `gen` after it, so a reader that sees
  *     `gen` (eager) or `compared` (graph) sees what came before.
- * What is left (~2 µs of a 3.8 µs one-block compare) is the node itself (0.75 µs), the
- * system fence and the gate's writes; a multi-block call adds its cross-block step.
+ * What is left of a one-block compare (3.7–4.6 µs) is ~2 µs of fixed cost (a compare of no
+ * tensor: the node itself, 0.75 µs, the system fence and the gate's writes) and the scan; a
+ * multi-block call adds its cross-block step.
  *
  * Where it reports otherwise than replay's double judge (the counts and the verdict agree;
  * only the worst element and the largest difference can differ, and a divergent call is
@@ -341,7 +343,7 @@ __device__ static inline unsigned int kcap_cmp_count(unsigned int *c)
     return old;
 }
 
-__device__ static inline unsigned long long kcap_cmp_ld_gpu(const unsigned long long *p)
+__device__ static inline unsigned long long kcap_cmp_ld_relaxed_gpu(const unsigned long long *p)
 {
     unsigned long long v;
     asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
@@ -358,11 +360,11 @@ __device__ static void kcap_cmp_publish_totals(const struct kcap_cmp_args &a, co
     struct kcap_cmp_acc acc[KCAP_CMP_MAX];
     for (int k = 0; k < a.nt; k++) {
         const struct kcap_cmp_acc *d = &dev->t[k];
-        acc[k].nonfinite = kcap_cmp_ld_gpu(&d->nonfinite);
-        acc[k].beyond = kcap_cmp_ld_gpu(&d->beyond);
-        acc[k].first_nonfinite = kcap_cmp_ld_gpu(&d->first_nonfinite);
-        acc[k].worst = kcap_cmp_ld_gpu(&d->worst);
-        acc[k].max_abs = kcap_cmp_ld_gpu(&d->max_abs);
+        acc[k].nonfinite = kcap_cmp_ld_relaxed_gpu(&d->nonfinite);
+        acc[k].beyond = kcap_cmp_ld_relaxed_gpu(&d->beyond);
+        acc[k].first_nonfinite = kcap_cmp_ld_relaxed_gpu(&d->first_nonfinite);
+        acc[k].worst = kcap_cmp_ld_relaxed_gpu(&d->worst);
+        acc[k].max_abs = kcap_cmp_ld_relaxed_gpu(&d->max_abs);
     }
     kcap_cmp_publish(a, g, acc, compared, diverged);
     for (int k = 0; k < a.nt; k++) {

@@ -145,7 +145,6 @@ struct cmp_variant {
     const char *name;
     int vpt, threads;
     cmp_kernel fn;
-    int lib_plan; /* planned as libkcap plans (kcap_cmp_plan_args), else at vpt / threads */
 };
 
 template <int VPT, int THREADS>
@@ -154,7 +153,7 @@ __global__ void __launch_bounds__(THREADS) bench_cmp(kcap_cmp_args a, kcap_stage
     kcap_cmp_run<VPT>(a, g);
 }
 
-static const cmp_variant kLib = {"libkcap", KCAP_CMP_VPT, KCAP_CMP_THREADS, kcap_shadow_cmp, 1};
+static const cmp_variant kLib = {"libkcap", KCAP_CMP_VPT, KCAP_CMP_THREADS, kcap_shadow_cmp};
 static const cmp_variant kSweep[] = {
     {"vpt1 t256", 1, 256, bench_cmp<1, 256>},   {"vpt1 t512", 1, 512, bench_cmp<1, 512>},
     {"vpt1 t1024", 1, 1024, bench_cmp<1, 1024>}, {"vpt2 t256", 2, 256, bench_cmp<2, 256>},
@@ -193,19 +192,19 @@ __global__ void __launch_bounds__(KCAP_CMP_THREADS) bench_cmp_join_probe(kcap_cm
     }
 }
 static const cmp_variant kJoinProbe[] = {
-    {"none", KCAP_CMP_VPT, KCAP_CMP_THREADS, bench_cmp_join_probe<KCAP_CMP_VPT, 0>, 1},
-    {"count", KCAP_CMP_VPT, KCAP_CMP_THREADS, bench_cmp_join_probe<KCAP_CMP_VPT, 1>, 1},
-    {"atomics + count", KCAP_CMP_VPT, KCAP_CMP_THREADS, bench_cmp_join_probe<KCAP_CMP_VPT, 2>, 1},
+    {"none", KCAP_CMP_VPT, KCAP_CMP_THREADS, bench_cmp_join_probe<KCAP_CMP_VPT, 0>},
+    {"count", KCAP_CMP_VPT, KCAP_CMP_THREADS, bench_cmp_join_probe<KCAP_CMP_VPT, 1>},
+    {"atomics + count", KCAP_CMP_VPT, KCAP_CMP_THREADS, bench_cmp_join_probe<KCAP_CMP_VPT, 2>},
 };
 
 /* Queues variant v on `a`, planned as libkcap plans it (max_blocks: libkcap's grid bound) or,
- * with `fixed` (or a variant of its own plan), at the variant's own loads a thread and block
- * size (max_warps: forced striding when small). Returns the grid. */
+ * with `fixed`, at the variant's own loads a thread and block size (max_warps: forced
+ * striding when small). Returns the grid. */
 static unsigned launch_cmp(const cmp_variant &v, kcap_cmp_args a, const kcap_stage_args &g, long long max_blocks,
                            cudaStream_t q, int fixed = 0, long long max_warps = 0)
 {
     unsigned threads, blocks;
-    if (fixed || !v.lib_plan) {
+    if (fixed) {
         long long bytes[KCAP_CMP_MAX];
         for (int k = 0; k < a.nt; k++)
             bytes[k] = kcap_cmp_tensor_bytes(&a.t[k]);
@@ -423,10 +422,13 @@ int main(int argc, char **argv)
                 printf(" %s %5.2f (grid %u) |", v.name, t, gb);
             }
             printf("\n");
-            printf("[%-28s]   probe: the same grid with only part of the cross-block step:", s.name);
-            for (const cmp_variant &v : kJoinProbe)
-                printf(" %s %5.2f |", v.name, time_nodes(st, [&](cudaStream_t q) { launch_cmp(v, a, nogate, nblocks, q); }));
-            printf(" (+ the last block's reads = compare) us\n");
+            if (g_new > 1) { /* one-block calls have no cross-block step */
+                printf("[%-28s]   probe: the same grid with only part of the cross-block step:", s.name);
+                for (const cmp_variant &v : kJoinProbe)
+                    printf(" %s %5.2f |",
+                           v.name, time_nodes(st, [&](cudaStream_t q) { launch_cmp(v, a, nogate, nblocks, q); }));
+                printf(" (+ the last block's reads = compare) us\n");
+            }
             cudaFree(dout);
             double t_cmpg = time_nodes(st, [&](cudaStream_t q) { launch_cmp(kLib, a, in, nblocks, q); });
             double t_poison = time_nodes(st, [&](cudaStream_t q) {

@@ -70,6 +70,14 @@ int kcap_capture_one(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
                      size_t wsb, void *stream, uint64_t seq)
 {
     const kcap_call_desc *d = sl->desc;
+    if (kcap_cfg()->shadow[0] && !kcap_shadow_on()) {
+        /* a process in shadow mode keeps divergences only: with its candidate off (--off, a
+           failing or slow candidate, one that never loaded) it keeps nothing, rather than
+           capturing every call in full */
+        atomic_fetch_add(&kcap_g_stats.shadow_not_kept, 1);
+        kcap_unreserve();
+        return kcap_real(real, a, ws, wsb, stream);
+    }
     if (!kcap_call_accepted(sl, real, a, ws, wsb)) {
         /* the real library rejects this call too (and writes nothing): nothing to keep */
         atomic_fetch_add(&kcap_g_stats.skipped_invalid, 1);

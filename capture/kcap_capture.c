@@ -46,9 +46,14 @@ static _Thread_local int t_busy;  /* recursion guard: a capture in progress on t
 
 
 
+/* KCAP_SHADOW made absolute when libkcap was loaded (kcap_capture_ctor), like KCAP_DIR. */
+static char g_shadow_at_load[PATH_MAX];
+
 static const char *kcap_env(const char *name, void *ud)
 {
     (void)ud;
+    if (g_shadow_at_load[0] && !strcmp(name, "KCAP_SHADOW"))
+        return g_shadow_at_load;
     return getenv(name);
 }
 
@@ -130,7 +135,8 @@ static void kcap_fork_child(void)
 /* initialisation                                                                        */
 
 /* KCAP_DIR as given, made absolute against the working directory the process had when
- * libkcap was loaded: a host that chdir()s before its first call must not move it. */
+ * libkcap was loaded: a host that chdir()s before its first call must not move it (nor its
+ * KCAP_SHADOW candidate: g_shadow_at_load). */
 static char g_dir_at_load[PATH_MAX];
 
 __attribute__((constructor(103))) static void kcap_capture_ctor(void)
@@ -145,6 +151,9 @@ __attribute__((constructor(103))) static void kcap_capture_ctor(void)
             memcpy(g_dir_at_load + a + 1, d, b + 1);
         }
     }
+    const char *c = getenv("KCAP_SHADOW"); /* a candidate given relative to that directory too */
+    if (c && *c && c[0] != '/' && !realpath(c, g_shadow_at_load))
+        g_shadow_at_load[0] = '\0';
 }
 
 /* Why capture is off (for `kcap arm`'s reply); "" while it is not. */

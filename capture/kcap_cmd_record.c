@@ -173,7 +173,7 @@ int kcap_cmd_record(int argc, char **argv)
         case 'l': lib = optarg; break;
         case 'd': setenv("KCAP_DORMANT", "1", 1); break;
         case 'S':
-            if (access(optarg, R_OK)) {
+            if (access(optarg, R_OK) || !kcap_cli_is_file(optarg)) {
                 kcap_cli_usage_error("record", "--shadow '%s' is not a readable kernel library",
                                      optarg);
                 return 2;

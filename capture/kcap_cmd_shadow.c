@@ -170,10 +170,16 @@ int kcap_cmd_shadow(int argc, char **argv)
         snprintf(cmd, sizeof cmd, "%s", off ? "shadow-off" : "shadow-status");
     } else {
         char abs[PATH_MAX];
-        if (!realpath(cand, abs) || access(abs, R_OK)) {
+        if (!realpath(cand, abs) || access(abs, R_OK) || !kcap_cli_is_file(abs)) {
             fprintf(stderr, "kcap shadow: %s: not a readable kernel library\n", cand);
             return 1;
         }
+        for (const char *q = abs; *q; q++)
+            if ((unsigned char)*q < 0x20 || *q == 0x7f) { /* the request is one line */
+                fprintf(stderr, "kcap shadow: %s: a control character (0x%02x) in the path; "
+                        "rename or link the library to a plain path\n", cand, (unsigned char)*q);
+                return 1;
+            }
         if (strlen(abs) > 380) {
             fprintf(stderr, "kcap shadow: %s: path too long for a request (380 characters at "
                             "most)\n", abs);

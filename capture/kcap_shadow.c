@@ -53,6 +53,7 @@ static struct {
     char prod_hash[80];
     int nshapes;
     kcap_shadow_shape shapes[KCAP_SHADOW_SHAPES];
+    kcap_shadow_shape other; /* the shapes past the table, summarised and capped together */
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static atomic_int g_log_dev, g_log_shapes;
@@ -99,21 +100,46 @@ typedef struct {
     size_t (*ws_fn[KCAP_NCALLS])(const void *);
 } kcap_candidate;
 
+/* libc's dlsym, not libkcap's own (which would hand back a capture wrapper of the
+ * candidate's entry point and take one of the interposer's few wrapper slots per swap). */
+static void *(*libc_dlsym(void))(void *, const char *)
+{
+    void *f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (!f)
+        f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    return f ? (void *(*)(void *, const char *))f : dlsym;
+}
+
 /* Copy `src` to a private 0700 directory and dlopen the copy (the loader caches by path
  * and inode: a library rebuilt in place must not come back as the old code). 0, or -1 and
  * the reason in why. */
 static int load_candidate(const char *cand, kcap_candidate *c, char *why, size_t n)
 {
-    char dir[] = "/tmp/kcap-shadow.XXXXXX", copy[PATH_MAX];
+    /* the private copy goes under TMPDIR (else /tmp): a /tmp mounted noexec, common in
+       hardened containers, would refuse to map it */
+    const char *tmp = getenv("TMPDIR");
+    char dir[PATH_MAX], copy[PATH_MAX + 16];
+    if (!tmp || tmp[0] != '/' || strlen(tmp) > sizeof dir - 64)
+        tmp = "/tmp";
+    snprintf(dir, sizeof dir, "%s/kcap-shadow.XXXXXX", tmp);
     int in = open(cand, O_RDONLY | O_CLOEXEC);
     struct stat st;
     void *m = MAP_FAILED;
     memset(c, 0, sizeof *c);
-    if (in < 0 || fstat(in, &st) || st.st_size <= 0 || !mkdtemp(dir) ||
-        (m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, in, 0)) == MAP_FAILED) {
-        snprintf(why, n, "%s cannot be read", cand);
+    if (in < 0 || fstat(in, &st) || !S_ISREG(st.st_mode) || st.st_size <= 0) {
+        snprintf(why, n, "%s %s", cand, in < 0 ? "cannot be read" : !S_ISREG(st.st_mode) ?
+                 "is not a regular file" : "is empty");
         if (in >= 0)
             close(in);
+        return -1;
+    }
+    if ((m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, in, 0)) == MAP_FAILED ||
+        !mkdtemp(dir)) {
+        snprintf(why, n, m == MAP_FAILED ? "%s cannot be read" : "%s: no private copy can be made "
+                 "under %s (set TMPDIR to a writable directory)", cand, tmp);
+        if (m != MAP_FAILED)
+            munmap(m, (size_t)st.st_size);
+        close(in);
         return -1;
     }
     snprintf(copy, sizeof copy, "%s/candidate.so", dir);
@@ -130,14 +156,16 @@ static int load_candidate(const char *cand, kcap_candidate *c, char *why, size_t
     unlink(copy);
     rmdir(dir);
     if (!c->handle) {
-        snprintf(why, n, "%s cannot be loaded (%s)", cand, e ? e : "?");
+        snprintf(why, n, "%s cannot be loaded from its private copy under %s (%s; a directory "
+                 "mounted noexec? set TMPDIR)", cand, tmp, e ? e : "?");
         return -1;
     }
     int any = 0;
+    void *(*sym)(void *, const char *) = libc_dlsym();
     for (int k = 0; k < KCAP_NCALLS; k++) {
-        c->fn[k] = (kcap_call_fn)dlsym(c->handle, kcap_builtin_calls[k].name);
+        c->fn[k] = (kcap_call_fn)sym(c->handle, kcap_builtin_calls[k].name);
         const char *w = kcap_builtin_calls[k].workspace_fn;
-        c->ws_fn[k] = w ? (size_t(*)(const void *))dlsym(c->handle, w) : NULL;
+        c->ws_fn[k] = w ? (size_t(*)(const void *))sym(c->handle, w) : NULL;
         any |= c->fn[k] != NULL;
     }
     if (!any) {
@@ -168,6 +196,7 @@ static int install(const char *cand, const kcap_candidate *c, const kcap_shadow_
     g.slow_streak = 0;
     g.worst_where[0] = '\0';
     g.nshapes = 0;
+    memset(&g.other, 0, sizeof g.other);
     g.swaps++;
     atomic_store(&g.on, 1);
     pthread_mutex_unlock(&g.lock);
@@ -283,7 +312,8 @@ static long long scalar(const kcap_snapshot *s, const char *name)
     return sc && sc->type == KCAP_SC_INT ? sc->i : -1;
 }
 
-/* The shape class of a call, created on first sight; NULL past the table. */
+/* The shape class of a call, created on first sight; past the table, the one class of all
+ * further shapes (so the per-shape cap still bounds what they keep). */
 static kcap_shadow_shape *shape_of(int call, const kcap_snapshot *s)
 {
     long long bs = scalar(s, "bs"), q = scalar(s, "q_len"), h = scalar(s, "num_heads");
@@ -293,8 +323,10 @@ static kcap_shadow_shape *shape_of(int call, const kcap_snapshot *s)
             return &g.shapes[i];
     if (g.nshapes == KCAP_SHADOW_SHAPES) {
         kcap_log_once(&g_log_shapes, KCAP_LOG_WARN, "shadow mode: more than %d shapes; "
-                      "further ones are summarised together", KCAP_SHADOW_SHAPES);
-        return NULL;
+                      "further ones are summarised together (other_shapes), and at most "
+                      "KCAP_SHADOW_PER_SHAPE=%ld of their divergences kept", KCAP_SHADOW_SHAPES,
+                      kcap_cfg()->shadow_per_shape);
+        return &g.other;
     }
     kcap_shadow_shape *sh = &g.shapes[g.nshapes++];
     memset(sh, 0, sizeof *sh);
@@ -415,24 +447,21 @@ static int settle(kcap_slot *sl, kcap_snapshot *snap, const kcap_snapshot *cs, u
     }
     kcap_shadow_shape *sh = shape_of(sl->call, snap);
     g.compared++;
-    if (sh)
-        sh->compared++;
+    sh->compared++;
     if (!g.prod_hash[0] && sl->lib_hash[0])
         snprintf(g.prod_hash, sizeof g.prod_hash, "%s", sl->lib_hash);
     if (divergent) {
         g.divergent++;
-        if (sh) {
-            sh->divergent++;
-            if (worst > sh->worst_abs)
-                sh->worst_abs = worst;
-        }
+        sh->divergent++;
+        if (worst > sh->worst_abs)
+            sh->worst_abs = worst;
         if (worst >= g.worst_abs) {
             g.worst_abs = worst;
             snprintf(g.worst_where, sizeof g.worst_where, "%s", where);
         }
         const long per_shape = kcap_cfg()->shadow_per_shape;
-        keep = !sh || (long)sh->kept < per_shape;
-        if (keep && sh)
+        keep = (long)sh->kept < per_shape;
+        if (keep)
             sh->kept++;
         if (keep)
             g.kept++;
@@ -586,6 +615,7 @@ void kcap_shadow_summary(const char *dir)
     v->worst_abs = g.worst_abs;
     v->nshapes = g.nshapes;
     memcpy(v->shapes, g.shapes, sizeof g.shapes[0] * (size_t)g.nshapes);
+    v->other = g.other;
     pthread_mutex_unlock(&g.lock);
     kcap_shadow_summary_write(path, v);
     free(v);

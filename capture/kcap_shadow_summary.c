@@ -71,7 +71,9 @@ int kcap_shadow_summary_write(const char *path, const kcap_shadow_view *v)
                 i ? "," : "", kcap_builtin_calls[s->call].name, s->bs, s->q_len, s->heads,
                 s->compared, s->divergent, s->kept, num(w, sizeof w, s->worst_abs));
     }
-    fprintf(f, "\n  ]\n}\n");
+    fprintf(f, "\n  ],\n  \"other_shapes\": {\"compared\": %llu, \"divergent\": %llu, \"kept\": %llu, "
+            "\"worst_abs\": %s}\n}\n", v->other.compared, v->other.divergent, v->other.kept,
+            num(w, sizeof w, v->other.worst_abs));
     int ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
     ok = fclose(f) == 0 && ok;
     if (ok && rename(tmp, path) == 0)

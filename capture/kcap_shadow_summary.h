@@ -28,6 +28,7 @@ typedef struct {
     double worst_abs;
     int nshapes;
     kcap_shadow_shape shapes[KCAP_SHADOW_SHAPES];
+    kcap_shadow_shape other; /* every shape past the table, together (sizes unset) */
 } kcap_shadow_view;
 
 /* Write v to `path` atomically (a temporary file, fsync, rename); strings JSON-escaped. 0, or

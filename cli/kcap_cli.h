@@ -63,6 +63,8 @@ int kcap_cli_number(const char *cmd, const char *opt, const char *s, double *out
 int kcap_cli_count(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
 /* -q / -v: sets *verbosity (KCAP_QUIET / KCAP_VERBOSE) and returns 1; 0 for any other ch. */
 int kcap_cli_verbosity(int ch, int *verbosity);
+/* 1 when `path` names a regular file (a directory or a device is no kernel library). */
+int kcap_cli_is_file(const char *path);
 
 
 #endif

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* "--name" of argv[optind-1] without any "=value", or "-c" for a short option. */
 static void offending(char *buf, size_t n, char **argv, int ind, int opt)
@@ -112,4 +113,10 @@ int kcap_cli_count(const char *cmd, const char *opt, const char *s, long lo, lon
     }
     *out = v;
     return 0;
+}
+
+int kcap_cli_is_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }

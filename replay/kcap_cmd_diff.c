@@ -60,7 +60,10 @@ static int collect_meta(const kcap_meta *a, const kcap_meta *b, meta_diff *out)
     return n;
 }
 
-static const char *dir_name(kcap_dir d) { return d == KCAP_DIR_IN ? "in" : "out"; }
+static const char *dir_name(kcap_dir d)
+{
+    return d == KCAP_DIR_IN ? "in" : d == KCAP_DIR_OUT ? "out" : "cand";
+}
 
 static void shape_str(const kcap_tensor *t, char *buf, size_t n)
 {
@@ -295,7 +298,10 @@ int kcap_diff_pair(const char *pa, const char *pb, const kcap_diff_opts *o, FILE
     int differs = 0;
     meta_diff md[MAX_META];
     int nmd = collect_meta(&a->meta, &b->meta, md);
-    fprintf(table, "kcap diff %s (a) vs %s (b, reference)\n", pa, pb);
+    if (o->candidate)
+        fprintf(table, "kcap diff %s: the candidate's outputs (a) vs production's (b, reference)\n", pa);
+    else
+        fprintf(table, "kcap diff %s (a) vs %s (b, reference)\n", pa, pb);
     for (int i = 0; i < nmd; i++) {
         fprintf(table, "  meta %-18s a=%s  b=%s%s\n", md[i].field, md[i].a, md[i].b,
                 md[i].counts ? "" : "  (informational)");

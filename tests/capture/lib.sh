@@ -33,6 +33,15 @@ need_gpu_client() {
 
 # shadow_json DIR EXPR: the Python expression EXPR, over `j` = DIR's shadow-mode summary
 # (shadow-*.json), is true; shadow_json DIR -p EXPR prints its value instead
+# The builds the shadow-mode tests run as production and as candidates: CPU (production, also
+# the agreeing candidate), PERT (a planted bug), ERRLIB (returns errors), SLOW (far slower).
+shadow_libs() {
+    CPU=$ROOT/$B/lib/libverify_attn_cpu.so
+    PERT=$ROOT/$B/tests/libverify_attn_cpu_perturbed.so
+    ERRLIB=$ROOT/$B/tests/libvattn_stub_abi2.so
+    SLOW=$ROOT/$B/tests/libverify_attn_cpu_slow.so
+    need "$LIBKCAP" "$CLIENT" "$KCAP" "$CPU" "$PERT" "$ERRLIB" "$SLOW"
+}
 shadow_json() {
     "${PY:-python3}" - "$@" <<'PY'
 import glob, json, sys

@@ -10,11 +10,7 @@
 # accept the perturbed build, bad values are named, and `kcap shadow PID CAND --atol A`
 # replays and swaps live with the same tolerances (the process's own for those not given).
 . "$(dirname "$0")/lib.sh"
-CPU=$ROOT/$B/lib/libverify_attn_cpu.so
-PERT=$ROOT/$B/tests/libverify_attn_cpu_perturbed.so
-ERRLIB=$ROOT/$B/tests/libvattn_stub_abi2.so
-SLOW=$ROOT/$B/tests/libverify_attn_cpu_slow.so
-need "$LIBKCAP" "$CLIENT" "$KCAP" "$CPU" "$PERT" "$ERRLIB" "$SLOW"
+shadow_libs
 
 "$CLIENT" --calls 6 --seed 41 --hash >"$T/bare" || fail "client bare"
 with_kcap KCAP_DIR="$T/p" KCAP_SHADOW="$PERT" -- "$CLIENT" --calls 6 --seed 41 --hash >"$T/p.out" 2>"$T/p.err"

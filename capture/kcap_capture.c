@@ -119,6 +119,12 @@ static void kcap_fork_child(void)
     atomic_store(&g_exit_done, 0);
     if (kcap_mode() == KCAP_M_OFF)
         return;
+    if (g_cfg.shadow[0]) {
+        /* its own summary from zero; its watcher (kcap shadow CHILD) and summary thread
+           restarted by its first call */
+        kcap_shadow_atfork_child();
+        atomic_store(&g_child_restart, 1);
+    }
     if (g_cfg.dormant || !g_cfg.fork_follow) {
         kcap_budget_set_arming(0);
         kcap_budget_count_arming(1);
@@ -266,9 +272,12 @@ static void kcap_do_init(void)
 void kcap_init_once(void)
 {
     pthread_once(&g_once, kcap_do_init);
-    /* a dormant child after fork takes one slow call to restart its arming watcher */
+    /* a dormant or shadow-mode child after fork takes one slow call to restart its arming
+       watcher (and its shadow summary thread) */
     if (atomic_load(&g_child_restart) && atomic_exchange(&g_child_restart, 0)) {
         kcap_arm_start(g_cfg.dir, kcap_arm_request);
+        if (g_cfg.shadow[0])
+            kcap_shadow_summary_start();
         kcap_state_lock();
         if (kcap_mode() == KCAP_M_DORMANT)
             atomic_store(&kcap_g_slow, 0);

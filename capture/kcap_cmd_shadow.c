@@ -211,6 +211,11 @@ int kcap_cmd_shadow(int argc, char **argv)
             snprintf(d, sizeof d, "%s", dir);
         else if (kcap_env_of_pid(pid, "KCAP_DIR", d, sizeof d))
             d[0] = '\0';
+        if (d[0] && d[0] != '/') { /* relative to the process's start: not ours to replay */
+            fprintf(stderr, "kcap shadow: process %ld has a relative KCAP_DIR '%s' (relative to "
+                    "its start directory); pass --dir with the absolute path\n", pid, d);
+            return 1;
+        }
         if (!d[0] || !has_snapshots(d)) {
             if (verbosity != KCAP_QUIET)
                 printf("kcap shadow: no snapshots in %s to replay the candidate against first\n",
@@ -218,7 +223,7 @@ int kcap_cmd_shadow(int argc, char **argv)
         } else {
             int rc = replay_gate(d, abs, tols, verbosity == KCAP_VERBOSE);
             if (rc && !force) {
-                fprintf(stderr, "kcap shadow: %s fails the snapshots in %s (kcap replay exit %d: "
+                fprintf(stderr, "kcap shadow: %s fails (or cannot replay) the snapshots in %s (kcap replay exit %d: "
                                 "run `kcap replay %s --kernel %s%s` to see where); not armed "
                                 "(--force arms it anyway)\n", abs, d, rc, d, abs, flags);
                 return 1;

@@ -13,6 +13,7 @@
  * that returns an error status is switched off with one log line; the service never sees it.
  */
 #include "kcap_shadow.h"
+#include "kcap_shadow_load.h"
 #include "kcap_shadow_summary.h"
 #include "kcap_gpu.h"
 #include "kcap_log.h"
@@ -21,8 +22,6 @@
 #include "kcap_queue.h"
 #include "kcap_state.h"
 
-#include <dlfcn.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -30,8 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kcap_compare.h" /* replay/: the rules every verdict uses */
@@ -91,90 +88,6 @@ static int device_sink(kcap_slot *sl, const void *args, int verdict, kcap_snapsh
 
 int kcap_shadow_on(void) { return atomic_load(&g.on); }
 
-/* One loaded candidate: a private copy's handle and its entry points. Never unloaded:
- * a call may be running it when a newer candidate takes its place. */
-typedef struct {
-    void *handle;
-    char hash[40];
-    kcap_call_fn fn[KCAP_NCALLS];
-    size_t (*ws_fn[KCAP_NCALLS])(const void *);
-} kcap_candidate;
-
-/* libc's dlsym, not libkcap's own (which would hand back a capture wrapper of the
- * candidate's entry point and take one of the interposer's few wrapper slots per swap). */
-static void *(*libc_dlsym(void))(void *, const char *)
-{
-    void *f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-    if (!f)
-        f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-    return f ? (void *(*)(void *, const char *))f : dlsym;
-}
-
-/* Copy `src` to a private 0700 directory and dlopen the copy (the loader caches by path
- * and inode: a library rebuilt in place must not come back as the old code). 0, or -1 and
- * the reason in why. */
-static int load_candidate(const char *cand, kcap_candidate *c, char *why, size_t n)
-{
-    /* the private copy goes under TMPDIR (else /tmp): a /tmp mounted noexec, common in
-       hardened containers, would refuse to map it */
-    const char *tmp = getenv("TMPDIR");
-    char dir[PATH_MAX], copy[PATH_MAX + 16];
-    if (!tmp || tmp[0] != '/' || strlen(tmp) > sizeof dir - 64)
-        tmp = "/tmp";
-    snprintf(dir, sizeof dir, "%s/kcap-shadow.XXXXXX", tmp);
-    int in = open(cand, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    void *m = MAP_FAILED;
-    memset(c, 0, sizeof *c);
-    if (in < 0 || fstat(in, &st) || !S_ISREG(st.st_mode) || st.st_size <= 0) {
-        snprintf(why, n, "%s %s", cand, in < 0 ? "cannot be read" : !S_ISREG(st.st_mode) ?
-                 "is not a regular file" : "is empty");
-        if (in >= 0)
-            close(in);
-        return -1;
-    }
-    if ((m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, in, 0)) == MAP_FAILED ||
-        !mkdtemp(dir)) {
-        snprintf(why, n, m == MAP_FAILED ? "%s cannot be read" : "%s: no private copy can be made "
-                 "under %s (set TMPDIR to a writable directory)", cand, tmp);
-        if (m != MAP_FAILED)
-            munmap(m, (size_t)st.st_size);
-        close(in);
-        return -1;
-    }
-    snprintf(copy, sizeof copy, "%s/candidate.so", dir);
-    int out = open(copy, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
-    int ok = out >= 0 && write(out, m, (size_t)st.st_size) == (ssize_t)st.st_size;
-    snprintf(c->hash, sizeof c->hash, "xxh64:%016llx",
-             (unsigned long long)kcap_xxh64(m, (size_t)st.st_size, 0));
-    munmap(m, (size_t)st.st_size);
-    close(in);
-    if (out >= 0)
-        close(out);
-    c->handle = ok ? dlopen(copy, RTLD_NOW | RTLD_LOCAL) : NULL;
-    const char *e = ok ? dlerror() : "copying it failed";
-    unlink(copy);
-    rmdir(dir);
-    if (!c->handle) {
-        snprintf(why, n, "%s cannot be loaded from its private copy under %s (%s; a directory "
-                 "mounted noexec? set TMPDIR)", cand, tmp, e ? e : "?");
-        return -1;
-    }
-    int any = 0;
-    void *(*sym)(void *, const char *) = libc_dlsym();
-    for (int k = 0; k < KCAP_NCALLS; k++) {
-        c->fn[k] = (kcap_call_fn)sym(c->handle, kcap_builtin_calls[k].name);
-        const char *w = kcap_builtin_calls[k].workspace_fn;
-        c->ws_fn[k] = w ? (size_t(*)(const void *))sym(c->handle, w) : NULL;
-        any |= c->fn[k] != NULL;
-    }
-    if (!any) {
-        snprintf(why, n, "%s exports none of the hooked calls", cand);
-        return -1; /* kept loaded: harmless, and dlclose of a library is never safe here */
-    }
-    return 0;
-}
-
 /* Make `c` the candidate, judged with tolerances `t`; the summary starts over (it describes
  * one candidate). -1 (nothing changed, why said) when there is no memory for the set. */
 static int install(const char *cand, const kcap_candidate *c, const kcap_shadow_tols *t,
@@ -229,7 +142,7 @@ int kcap_shadow_init(const char *cand, const char *dir)
     char why[PATH_MAX + 200], tt[160];
     kcap_shadow_tols tol;
     memcpy(tol.v, kcap_cfg()->shadow_tol, sizeof tol.v); /* KCAP_SHADOW_ATOL... */
-    if (load_candidate(cand, &c, why, sizeof why) || install(cand, &c, &tol, why, sizeof why)) {
+    if (kcap_candidate_load(cand, &c, why, sizeof why) || install(cand, &c, &tol, why, sizeof why)) {
         kcap_log(KCAP_LOG_WARN, "KCAP_SHADOW: %s; shadow mode off", why);
         return -1;
     }
@@ -238,6 +151,12 @@ int kcap_shadow_init(const char *cand, const char *dir)
     kcap_log(KCAP_LOG_INFO, "shadow mode: candidate %s (%s), %s", cand, c.hash,
              tols_text(tt, sizeof tt, &tol));
     snprintf(g_dir, sizeof g_dir, "%s", dir);
+    kcap_shadow_summary_start();
+    return 0;
+}
+
+void kcap_shadow_summary_start(void)
+{
     pthread_t t;
     pthread_attr_t at;
     sigset_t all, old;
@@ -249,7 +168,19 @@ int kcap_shadow_init(const char *cand, const char *dir)
         kcap_log(KCAP_LOG_WARN, "shadow mode: no summary thread; the summary is written at exit");
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&at);
-    return 0;
+}
+
+void kcap_shadow_atfork_child(void)
+{
+    /* the lock may have been held by another thread of the parent; the child's summary
+       (its own file, named by its pid) counts its own calls only */
+    pthread_mutex_init(&g.lock, NULL);
+    g.compared = g.divergent = g.kept = g.capped = g.not_judged = g.lost = 0;
+    g.worst_abs = 0;
+    g.slow_streak = 0;
+    g.worst_where[0] = '\0';
+    g.nshapes = 0;
+    memset(&g.other, 0, sizeof g.other);
 }
 
 int kcap_shadow_request(const char *cmd, char *reply, size_t n)
@@ -269,7 +200,7 @@ int kcap_shadow_request(const char *cmd, char *reply, size_t n)
                      "then an absolute candidate path)\n", cand);
             return -1;
         }
-        if (load_candidate(cand, &c, why, sizeof why) || install(cand, &c, &t, why, sizeof why)) {
+        if (kcap_candidate_load(cand, &c, why, sizeof why) || install(cand, &c, &t, why, sizeof why)) {
             snprintf(reply, n, "error %s; the candidate is unchanged\n", why);
             return -1;
         }

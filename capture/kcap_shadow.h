@@ -32,6 +32,12 @@ int kcap_shadow_request(const char *cmd, char *reply, size_t n);
  * configured (or given with the last swap), else replay's kcap_cmp_default_tol. Lock-free
  * (one atomic load), for any thread at any time. */
 kcap_cmp_tol kcap_shadow_tol(kcap_dtype dt);
+/* The thread that rewrites the summary file every few seconds (kcap_shadow_init starts it;
+ * a forked child, which has none, again from its first call). */
+void kcap_shadow_summary_start(void);
+/* In a forked child (atfork, before any other call): the summary's lock and counters start
+ * over, so the child's summary counts its own calls. */
+void kcap_shadow_atfork_child(void);
 /* 1 while a candidate is loaded and has not been switched off. */
 int kcap_shadow_on(void);
 /* A recorded host-memory call (snap holds its inputs and production outputs, status 0; the

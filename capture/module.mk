@@ -10,7 +10,7 @@
 # the library still builds and uses plain copies on the device.
 
 KCAP_LIB := $(LIB)/libkcap.so
-CAPTURE_SRCS := kcap_interpose kcap_interpose_graph kcap_graphexec kcap_capture kcap_shadow kcap_state kcap_tags kcap_budget kcap_queue kcap_arm kcap_mem kcap_gpu kcap_gpu_drain kcap_gpu_shadow kcap_gpu_shadow_graph kcap_shadow_summary kcap_stage_layout \
+CAPTURE_SRCS := kcap_interpose kcap_interpose_graph kcap_graphexec kcap_capture kcap_shadow kcap_state kcap_tags kcap_budget kcap_queue kcap_arm kcap_mem kcap_gpu kcap_gpu_drain kcap_gpu_shadow kcap_gpu_shadow_graph kcap_shadow_summary kcap_shadow_load kcap_stage_layout \
                 kcap_ring kcap_config kcap_log kcap_meta kcap_names kcap_size kcap_callrec
 # shadow mode judges with replay's comparison rules (one definition of "correct")
 CAPTURE_OBJS := $(patsubst %,$(OBJ)/capture/%.o,$(CAPTURE_SRCS)) $(OBJ)/capture/kcap_ptx.o \

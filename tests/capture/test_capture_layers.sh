@@ -11,7 +11,7 @@ set -o pipefail
 declare -A LAYER=(
   [kcap_slot.h]=0 [kcap_config.h]=0 [kcap_log.h]=0 [kcap_budget.h]=0 [kcap_ring.h]=0 [kcap_shadow_cmp.h]=0 [kcap_stage_dev.h]=0
   [kcap_names.h]=0 [kcap_state.h]=0 [kcap_tags.h]=0 [kcap_meta.h]=0 [kcap_stage_layout.h]=0
-  [kcap_shadow_summary.h]=1
+  [kcap_shadow_summary.h]=1 [kcap_shadow_load.h]=1
   [kcap_mem.h]=1 [kcap_size.h]=1 [kcap_queue.h]=1 [kcap_arm.h]=1 [kcap_gpu.h]=1 [kcap_gpu_int.h]=1
   [kcap_graphexec.h]=1
   [kcap_callrec.h]=2 [kcap_capture.h]=2 [kcap_shadow.h]=2

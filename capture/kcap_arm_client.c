@@ -88,7 +88,8 @@ int kcap_arm_send(const char *who, long pid, const char *dir, const char *need,
     }
     if (!has) {
         fprintf(stderr, "%s: process %ld has no libkcap.so loaded (start it with "
-                        "kcap record --dormant)\n", who, pid);
+                        "kcap record %s)\n", who, pid,
+                !strcmp(need, "KCAP_DORMANT") ? "--dormant" : "--shadow CAND.so");
         return 1;
     }
     char path[64];

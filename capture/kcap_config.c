@@ -112,8 +112,8 @@ int kcap_parse_ranges(const char *s, kcap_range *r, int max, int *n)
 
 int kcap_parse_tol(const char *s, double *out)
 {
-    if (!s || !*s || isspace((unsigned char)*s))
-        return -1;
+    if (!s || !*s || isspace((unsigned char)*s) || strpbrk(s, "xX"))
+        return -1; /* a decimal number: strtod would also read hexadecimal ("0x10" = 16) */
     errno = 0;
     char *end = NULL;
     double v = strtod(s, &end);

@@ -22,6 +22,7 @@
 #include "kcap_queue.h"
 #include "kcap_state.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -53,7 +54,7 @@ static struct {
     kcap_shadow_shape other; /* the shapes past the table, summarised and capped together */
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static atomic_int g_log_dev, g_log_shapes;
+static atomic_int g_log_dev, g_log_shapes, g_log_summary;
 
 /* The tolerances in force: an immutable set, published by pointer so kcap_shadow_tol is one
  * atomic load on any thread. A swap publishes a new set (with its candidate, under g.lock);
@@ -548,6 +549,9 @@ void kcap_shadow_summary(const char *dir)
     memcpy(v->shapes, g.shapes, sizeof g.shapes[0] * (size_t)g.nshapes);
     v->other = g.other;
     pthread_mutex_unlock(&g.lock);
-    kcap_shadow_summary_write(path, v);
+    if (kcap_shadow_summary_write(path, v))
+        kcap_log_once(&g_log_summary, KCAP_LOG_WARN, "shadow mode: cannot write the summary %s "
+                      "(%s); the counts stay readable with kcap shadow PID --status", path,
+                      strerror(errno));
     free(v);
 }

@@ -7,6 +7,7 @@
  */
 #include "kcap_shadow_summary.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -78,6 +79,8 @@ int kcap_shadow_summary_write(const char *path, const kcap_shadow_view *v)
     ok = fclose(f) == 0 && ok;
     if (ok && rename(tmp, path) == 0)
         return 0;
+    int e = errno; /* the caller names the failure */
     unlink(tmp);
+    errno = e;
     return -1;
 }

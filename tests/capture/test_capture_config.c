@@ -137,6 +137,8 @@ int main(void)
     TK_CHECK(kcap_parse_tol("-0", &d) == 0 && d == 0 && !signbit(d), "-0 is 0");
     TK_CHECK(kcap_parse_tol("", &d) != 0 && kcap_parse_tol("-inf", &d) != 0 &&
              kcap_parse_tol("1,5", &d) != 0, "empty, -inf, 1,5");
+    TK_CHECK(kcap_parse_tol("0x10", &d) != 0 && kcap_parse_tol("0X1p-3", &d) != 0,
+             "hexadecimal is not a tolerance (strtod would read 0x10 as 16)");
     /* the terms of kcap shadow's swap request */
     static const struct {
         const char *s;

@@ -8,7 +8,8 @@
 # is anchored where libkcap was loaded, a directory is no candidate, and a path with a control
 # character is refused by `kcap shadow` (its request is one line); swaps take none of the
 # interposer's wrapper slots; the replay gate refuses a target with a relative KCAP_DIR. A
-# forked child has its own summary and answers `kcap shadow`.
+# forked child has its own summary and answers `kcap shadow`; a summary that cannot be
+# written is said once.
 # `kcap diff A B` labels the candidate's tensors as such.
 . "$(dirname "$0")/lib.sh"
 shadow_libs
@@ -103,6 +104,15 @@ mkdir -p "$nl" && cp "$CPU" "$nl/cand.so"
     { cat "$T/snl.out"; fail "control character in the path"; }
 touch "$T/stop"
 wait $pid || fail "live client exit"
+
+# a summary that cannot be written (its temporary name taken by a directory) is said once
+mkdir -p "$T/sum"
+bash -c 'mkdir "$1/shadow-r1-p$$.json.tmp" && exec env KCAP_DIR="$1" KCAP_RUN_ID=r1 KCAP_SHADOW="$2" \
+    LD_PRELOAD="$3" "$4" --calls 2 --seed 41 --hash' _ "$T/sum" "$CPU" "$PRELOAD" "$CLIENT" >"$T/sum.out" 2>"$T/sum.err"
+cmp -s <(head -2 "$T/bare") "$T/sum.out" &&
+    [ "$(grep -c "shadow mode: cannot write the summary $T/sum/shadow-r1-p[0-9]*.json (Is a directory)" "$T/sum.err")" = 1 ] &&
+    ok "a summary that cannot be written: one line naming it and why, host unaffected" ||
+    { cat "$T/sum.err"; fail "summary write failure"; }
 
 # a relative KCAP_DIR of the target: refused before any replay (a folder of that name in the
 # caller's directory is not the process's)

@@ -45,6 +45,9 @@ wait $pid
 rc=$?
 [ $rc = 0 ] && ok "the client ran through the swaps unaffected (exit 0)" || { cat "$T/client.err"; fail "client exit $rc"; }
 ls "$T"/d/shadow-*.json >/dev/null 2>&1 && ok "summary written" || fail "no summary"
-"$KCAP" shadow 1 --status >/dev/null 2>&1
-[ $? = 1 ] && ok "a process without libkcap is refused" || fail "pid 1"
+sleep 30 & sp=$!
+"$KCAP" shadow $sp --status >"$T/pid1.out" 2>&1
+rc=$?; kill $sp 2>/dev/null; wait $sp 2>/dev/null
+[ $rc = 1 ] && grep -q "no libkcap.so loaded (start it with kcap record --shadow CAND.so)" "$T/pid1.out" &&
+    ok "a process without libkcap is refused, with how to start one in shadow mode" || { cat "$T/pid1.out"; fail "process without libkcap"; }
 finish

@@ -2,11 +2,12 @@
  * kcap_arm.c — arming a dormant process at run time, without a restart and without signals.
  *
  * `kcap arm PID` drops a request ".kcap-arm-PID" into the process's capture directory. A
- * watcher thread, started only in dormant mode, sleeps in read(2) on an inotify descriptor
- * for that directory, consumes the request and answers with ".kcap-ack-PID.<nonce>" (what
- * really happened, plus the capture counters), which `kcap arm` waits for. This keeps the
- * dormant per-call cost at one flag load — no syscall, no clock read — and takes no signal
- * the host might own. Where inotify is unavailable the thread polls every 200 ms.
+ * watcher thread, started in dormant and in shadow mode, sleeps in read(2) on an inotify
+ * descriptor for that directory, consumes the request and answers with ".kcap-ack-PID.<nonce>"
+ * (what really happened, plus the capture counters), which `kcap arm` waits for. This keeps
+ * the dormant per-call cost at one flag load — no syscall, no clock read — and takes no
+ * signal the host might own. Where inotify is unavailable the thread polls every 200 ms; a
+ * directory removed and made again is watched again (polled every 200 ms meanwhile).
  *
  * A request is obeyed only when it is a regular file (opened O_NOFOLLOW | O_NONBLOCK: a FIFO
  * at the name can neither block nor fool us), owned by our uid or root, and names our start
@@ -125,7 +126,8 @@ static void *kcap_arm_main(void *arg)
     snprintf(want, sizeof want, KCAP_ARM_FILE_FMT, (long)getpid());
     kcap_arm_poll_file(); /* a request made before we started */
     int fd = inotify_init1(IN_CLOEXEC);
-    if (fd >= 0 && inotify_add_watch(fd, a_dir, IN_CLOSE_WRITE | IN_MOVED_TO) < 0) {
+    const uint32_t mask = IN_CLOSE_WRITE | IN_MOVED_TO;
+    if (fd >= 0 && inotify_add_watch(fd, a_dir, mask) < 0) {
         close(fd);
         fd = -1;
     }
@@ -137,7 +139,18 @@ static void *kcap_arm_main(void *arg)
         }
     }
     char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    int watching = 1;
     for (;;) {
+        if (!watching) {
+            /* the directory was removed (or renamed): its watch is gone; wait for one of
+               that name to come back, and read a request that may already be there */
+            struct timespec ts = {0, 200 * 1000000L};
+            nanosleep(&ts, NULL);
+            if (inotify_add_watch(fd, a_dir, mask) >= 0)
+                watching = 1;
+            kcap_arm_poll_file();
+            continue;
+        }
         ssize_t n = read(fd, buf, sizeof buf);
         if (n < 0 && errno == EINTR)
             continue;
@@ -153,6 +166,8 @@ static void *kcap_arm_main(void *arg)
                 kcap_arm_poll_file();
             if (ev->mask & IN_Q_OVERFLOW)
                 kcap_arm_poll_file();
+            if (ev->mask & IN_IGNORED)
+                watching = 0;
             p += sizeof *ev + ev->len;
         }
     }

@@ -9,7 +9,7 @@
 # character is refused by `kcap shadow` (its request is one line); swaps take none of the
 # interposer's wrapper slots; the replay gate refuses a target with a relative KCAP_DIR. A
 # forked child has its own summary and answers `kcap shadow`; a summary that cannot be
-# written is said once.
+# written is said once; a KCAP_DIR removed and made again is watched again.
 # `kcap diff A B` labels the candidate's tensors as such.
 . "$(dirname "$0")/lib.sh"
 shadow_libs
@@ -102,6 +102,11 @@ mkdir -p "$nl" && cp "$CPU" "$nl/cand.so"
     "$KCAP" shadow $pid --timeout 10 --status 2>&1 | grep -q "shadow off" &&
     ok "kcap shadow PID with a newline in the candidate's path: refused, nothing armed" ||
     { cat "$T/snl.out"; fail "control character in the path"; }
+# KCAP_DIR removed and made again while the process runs: its watcher watches the new one
+rm -rf "$T/live" && mkdir -m 700 "$T/live"
+"$KCAP" shadow $pid --timeout 10 --status >"$T/st3.out" 2>&1 && grep -q "shadow off" "$T/st3.out" &&
+    ok "KCAP_DIR removed and made again: kcap shadow still reaches the process" ||
+    { cat "$T/st3.out"; fail "watcher after KCAP_DIR was recreated"; }
 touch "$T/stop"
 wait $pid || fail "live client exit"
 

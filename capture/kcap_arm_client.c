@@ -78,8 +78,25 @@ static int show_reply(const char *who, long pid, const char *txt, int quiet)
     return ok ? 0 : 1;
 }
 
-int kcap_arm_send(const char *who, long pid, const char *dir, const char *need,
-                  const char *cmd, uint64_t wait_s, int verbosity)
+int kcap_arm_dir_of(const char *who, long pid, const char *dir, char *d, size_t n)
+{
+    if (dir) {
+        snprintf(d, n, "%s", dir);
+        return 0;
+    }
+    if (kcap_env_of_pid(pid, "KCAP_DIR", d, n)) {
+        fprintf(stderr, "%s: cannot read KCAP_DIR of process %ld; pass --dir\n", who, pid);
+        return 1;
+    }
+    if (d[0] != '/') {
+        fprintf(stderr, "%s: process %ld has a relative KCAP_DIR '%s' (relative to its "
+                        "start directory); pass --dir with the absolute path\n", who, pid, d);
+        return 1;
+    }
+    return 0;
+}
+
+int kcap_arm_target(const char *who, long pid, const char *need)
 {
     int has = pid_has_libkcap(pid);
     if (has < 0) {
@@ -114,17 +131,24 @@ int kcap_arm_send(const char *who, long pid, const char *dir, const char *need,
                     who, pid);
         return 1;
     }
-    char d[4096];
-    if (dir)
-        snprintf(d, sizeof d, "%s", dir);
-    else if (kcap_env_of_pid(pid, "KCAP_DIR", d, sizeof d)) {
-        fprintf(stderr, "%s: cannot read KCAP_DIR of process %ld; pass --dir\n", who, pid);
+    return 0;
+}
+
+int kcap_arm_send(const char *who, long pid, const char *dir, const char *need,
+                  const char *cmd, uint64_t wait_s, int verbosity)
+{
+    if (kcap_arm_target(who, pid, need))
         return 1;
-    } else if (d[0] != '/') {
-        fprintf(stderr, "%s: process %ld has a relative KCAP_DIR '%s' (relative to its "
-                        "start directory); pass --dir with the absolute path\n", who, pid, d);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld", pid);
+    struct stat pst; /* its owner: the answer must be that user's */
+    if (stat(path, &pst)) {
+        fprintf(stderr, "%s: no process %ld\n", who, pid);
         return 1;
     }
+    char d[4096];
+    if (kcap_arm_dir_of(who, pid, dir, d, sizeof d))
+        return 1;
     struct stat dst;
     if (stat(d, &dst) || !S_ISDIR(dst.st_mode)) {
         fprintf(stderr, "%s: %s: not a directory\n", who, d);

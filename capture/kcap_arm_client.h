@@ -19,5 +19,13 @@ int kcap_arm_send(const char *who, long pid, const char *dir, const char *need,
                   const char *cmd, uint64_t wait_s, int verbosity);
 /* The value of `name` in process pid's environment (0), or -1. */
 int kcap_env_of_pid(long pid, const char *name, char *out, size_t n);
+/* Whether process pid can take a request: it exists, carries libkcap.so, is ours (or we are
+ * root) and was started with `need` set (as kcap_arm_send says). 0, or 1 with the reason on
+ * stderr. */
+int kcap_arm_target(const char *who, long pid, const char *need);
+/* The capture directory of process pid: `dir` when given, else its KCAP_DIR, which must be
+ * absolute (a relative one is relative to the process's start). 0, or 1 with the reason on
+ * stderr, prefixed by `who`. */
+int kcap_arm_dir_of(const char *who, long pid, const char *dir, char *d, size_t n);
 
 #endif

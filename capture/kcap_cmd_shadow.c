@@ -206,20 +206,13 @@ int kcap_cmd_shadow(int argc, char **argv)
                             "(%d characters at most)\n", abs, KCAP_SHADOW_REQUEST_MAX);
             return 1;
         }
-        char d[PATH_MAX];
-        if (dir)
-            snprintf(d, sizeof d, "%s", dir);
-        else if (kcap_env_of_pid(pid, "KCAP_DIR", d, sizeof d))
-            d[0] = '\0';
-        if (d[0] && d[0] != '/') { /* relative to the process's start: not ours to replay */
-            fprintf(stderr, "kcap shadow: process %ld has a relative KCAP_DIR '%s' (relative to "
-                    "its start directory); pass --dir with the absolute path\n", pid, d);
+        char d[PATH_MAX]; /* the process checked, and its directory found, before any replay */
+        if (kcap_arm_target("kcap shadow", pid, "KCAP_SHADOW") ||
+            kcap_arm_dir_of("kcap shadow", pid, dir, d, sizeof d))
             return 1;
-        }
-        if (!d[0] || !has_snapshots(d)) {
+        if (!has_snapshots(d)) {
             if (verbosity != KCAP_QUIET)
-                printf("kcap shadow: no snapshots in %s to replay the candidate against first\n",
-                       d[0] ? d : "(unknown KCAP_DIR)");
+                printf("kcap shadow: no snapshots in %s to replay the candidate against first\n", d);
         } else {
             int rc = replay_gate(d, abs, tols, verbosity == KCAP_VERBOSE);
             if (rc && !force) {

@@ -249,13 +249,10 @@ int kcap_config_parse(kcap_config *c, kcap_getenv_fn get, void *ud, char *why, s
         BAD("KCAP_TAGS='%.64s' is not up to %d terms key=ranges separated by ';' (e.g. "
             "layer=0-3;step=100-199; keys of letters, digits, '_' and '.')", v, KCAP_MAX_TAG_FILTERS);
     if ((v = get("KCAP_SHADOW", ud)) && *v) {
-        /* anchored now, as KCAP_DIR is: a host that changes directory later still finds it */
-        char abs[PATH_MAX];
-        if (strlen(v) >= sizeof c->shadow || access(v, R_OK) || !realpath(v, abs) ||
-            strlen(abs) >= sizeof c->shadow)
+        if (strlen(v) >= sizeof c->shadow || access(v, R_OK)) /* relative: kcap_capture_ctor */
             BAD("KCAP_SHADOW=%.200s is not a readable kernel library (the candidate of shadow "
                 "mode)", v);
-        snprintf(c->shadow, sizeof c->shadow, "%s", abs);
+        snprintf(c->shadow, sizeof c->shadow, "%s", v);
     }
     if ((v = get("KCAP_SHADOW_PER_SHAPE", ud)) && *v) {
         if (kcap_parse_u64(v, &u) || !u || u > 1000000)

@@ -89,6 +89,18 @@ static int device_sink(kcap_slot *sl, const void *args, int verdict, kcap_snapsh
 
 int kcap_shadow_on(void) { return atomic_load(&g.on); }
 
+/* The summary's counters start over (a new candidate, a forked child); under g.lock or
+ * with no other thread. */
+static void counts_reset(void)
+{
+    g.compared = g.divergent = g.kept = g.capped = g.not_judged = g.lost = 0;
+    g.worst_abs = 0;
+    g.slow_streak = 0;
+    g.worst_where[0] = '\0';
+    g.nshapes = 0;
+    memset(&g.other, 0, sizeof g.other);
+}
+
 /* Make `c` the candidate, judged with tolerances `t`; the summary starts over (it describes
  * one candidate). -1 (nothing changed, why said) when there is no memory for the set. */
 static int install(const char *cand, const kcap_candidate *c, const kcap_shadow_tols *t,
@@ -105,12 +117,7 @@ static int install(const char *cand, const kcap_candidate *c, const kcap_shadow_
     memcpy(g.fn, c->fn, sizeof g.fn);
     memcpy(g.ws_fn, c->ws_fn, sizeof g.ws_fn);
     snprintf(g.path, sizeof g.path, "%s", cand);
-    g.compared = g.divergent = g.kept = g.capped = g.not_judged = g.lost = 0;
-    g.worst_abs = 0;
-    g.slow_streak = 0;
-    g.worst_where[0] = '\0';
-    g.nshapes = 0;
-    memset(&g.other, 0, sizeof g.other);
+    counts_reset();
     g.swaps++;
     atomic_store(&g.on, 1);
     pthread_mutex_unlock(&g.lock);
@@ -176,12 +183,7 @@ void kcap_shadow_atfork_child(void)
     /* the lock may have been held by another thread of the parent; the child's summary
        (its own file, named by its pid) counts its own calls only */
     pthread_mutex_init(&g.lock, NULL);
-    g.compared = g.divergent = g.kept = g.capped = g.not_judged = g.lost = 0;
-    g.worst_abs = 0;
-    g.slow_streak = 0;
-    g.worst_where[0] = '\0';
-    g.nshapes = 0;
-    memset(&g.other, 0, sizeof g.other);
+    counts_reset();
 }
 
 int kcap_shadow_request(const char *cmd, char *reply, size_t n)
@@ -394,9 +396,7 @@ static int settle(kcap_slot *sl, kcap_snapshot *snap, const kcap_snapshot *cs, u
         const long per_shape = kcap_cfg()->shadow_per_shape;
         keep = (long)sh->kept < per_shape;
         if (keep)
-            sh->kept++;
-        if (keep)
-            g.kept++;
+            sh->kept++, g.kept++;
         else
             g.capped++;
     }

@@ -67,8 +67,10 @@ __device__ static void kcap_unlock(unsigned int *l)
 /* One thread: does this launch capture, and where? Disarmed (graph budget spent, not an
  * eager call) it reads two words and leaves without taking the lock. `wanted` 0: the call is
  * not staged (shadow mode: the compare found no divergence); a wanted call the ring or the
- * graph budget turns away is counted in a.lost when set (shadow mode's graph sites). */
-__device__ static void kcap_gate_run(const struct kcap_stage_args &a, int wanted)
+ * graph budget turns away is counted in a.lost when set (shadow mode's graph sites). Writes
+ * the site (read by the staging kernel, which runs after this launch's end) and returns
+ * whether the call is staged; the eager outcome is the caller's (kcap_gate_outcome). */
+__device__ static int kcap_gate_decide(const struct kcap_stage_args &a, int wanted)
 {
     struct kcap_ring_dev *ring = (struct kcap_ring_dev *)a.ring;
     struct kcap_site_dev *site = (struct kcap_site_dev *)a.site;
@@ -131,18 +133,27 @@ __device__ static void kcap_gate_run(const struct kcap_stage_args &a, int wanted
     site->status = 0;
     site->gen = a.gen;
     site->valid = valid;
-    if (a.outcome) {
+    return valid;
+}
+
+/* An eager call's outcome for the drainer (mapped host memory): its gen and whether it is
+ * staged. The caller orders it after what the drainer reads on seeing it. */
+__device__ static void kcap_gate_outcome(const struct kcap_stage_args &a, int valid)
+{
+    if (a.outcome)
         VOL(unsigned long long, *(unsigned long long *)a.outcome) =
             ((unsigned long long)a.gen << 1) | (unsigned long long)valid;
-        __threadfence_system();
-    }
-    __threadfence();
 }
 
 extern "C" __global__ void kcap_stage_gate(struct kcap_stage_args a)
 {
-    if (threadIdx.x == 0 && blockIdx.x == 0)
-        kcap_gate_run(a, 1);
+    if (threadIdx.x == 0 && blockIdx.x == 0) {
+        int valid = kcap_gate_decide(a, 1);
+        if (a.outcome) {
+            kcap_gate_outcome(a, valid);
+            __threadfence_system();
+        }
+    }
 }
 
 /* Copy `total` 16-byte words of rows laid out back to back in dst; word i is word i % per of

@@ -272,9 +272,9 @@ int kcap_gpu_shadow_graph(kring *r, kcap_slot *sl, const void *a, void *ws, size
 }
 
 /* Report the growth of every graph site's totals: agreed replays, and divergent ones the gate
- * could not stage (lost). Staged divergences come as doorbells (kcap_drain_one). A reading
- * taken while the compare updates is at worst one replay behind: replays compared less
- * divergent only grows, and is only reported when it does. */
+ * could not stage (lost). Staged divergences come as doorbells (kcap_drain_one). The counts
+ * of replays compared and found divergent come in one 8-byte word (one store by the compare,
+ * one load here, modulo 2^32 each), so a reading is always of one replay's end. */
 void kcap_gpu_shadow_graph_settle(kring *r)
 {
     int n = __atomic_load_n(&r->nsites, __ATOMIC_ACQUIRE);
@@ -283,11 +283,9 @@ void kcap_gpu_shadow_graph_settle(kring *r)
         if (!s || !s->graph || !__atomic_load_n(&s->shadow, __ATOMIC_ACQUIRE))
             continue;
         volatile kcmp_out *o = kcap_gslot_out(r, s->gslot);
-        unsigned long long c = o->compared;
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        unsigned long long dv = o->diverged, lost = o->lost;
-        unsigned long long agreed = c >= dv ? c - dv : 0;
-        for (; s->seen_agreed < agreed; s->seen_agreed++) {
+        unsigned long long tally = o->tally, lost = o->lost;
+        unsigned int grown = kcap_cmp_tally_agreed(tally) - (unsigned int)s->seen_agreed;
+        for (; grown; grown--, s->seen_agreed++) {
             atomic_fetch_add(&kcap_g_stats.shadow_not_kept, 1);
             kcap_gpu_shadow_report(r, s, KCAP_SHADOW_AGREED, NULL, NULL);
         }

@@ -36,12 +36,14 @@
  *     double; element indices are 32-bit (an output of ≥ 2^32 elements reports its
  *     positions clamped);
  *   - the publisher writes mapped host memory with writes only (the running totals are
- *     counted in device memory) and one system-scope fence: the results and the divergence
- *     count before it, the count of calls compared and `gen` after it, so a reader that sees
- *     `gen` (eager) or `compared` (graph) sees what came before.
- * What is left of a one-block compare (3.7–4.6 µs) is ~2 µs of fixed cost (a compare of no
- * tensor: the node itself, 0.75 µs, the system fence and the gate's writes) and the scan; a
- * multi-block call adds its cross-block step.
+ *     counted in device memory) and no system fence: what the drainer acts on is one 8-byte
+ *     store each (kcap_shadow_cmp.h: the verdict, the graph tally, the eager outcome), and
+ *     the gate runs before them, inside the publisher, with no fence of its own. Two system
+ *     fences and a GPU fence cost 0.4–0.5 µs a call with the gate, 0.9 with an eager gate
+ *     (bench_shadow_kernels' publish probes).
+ * What is left of a one-block compare is ~1.5 µs of fixed cost (a compare of no tensor: the
+ * node itself, 0.75 µs, the running totals' read and the writes) and the scan; a multi-block
+ * call adds its cross-block step.
  *
  * Where it reports otherwise than replay's double judge (the counts and the verdict agree;
  * only the worst element and the largest difference can differ, and a divergent call is
@@ -248,8 +250,20 @@ __device__ static inline unsigned long long kcap_cmp_worst(const struct kcap_cmp
     return p->worst_bits ? ((unsigned long long)p->worst_bits << 32) | p->worst_i : 0ull;
 }
 
+/* Timing probes of the publish (bench_shadow_kernels.cu, POL bits; libkcap's compare is POL
+ * 0): FENCE one fence.acq_rel.sys before what the drainer reads (that step of this change);
+ * PREV the seventh session's publish: fence.sc.sys, then `gen`, then the gate with fences of
+ * its own. */
+#define KCAP_CMP_POL_FENCE 1
+#define KCAP_CMP_POL_PREV 2
+
 /* One thread publishes the call's totals (acc[k], in kcap_cmp_acc's packed forms) to mapped
- * host memory, then runs the gate. */
+ * host memory and runs the gate (g.ring 0: none). No system fence: what the drainer acts on
+ * (the verdict, the tally, the eager outcome) is one 8-byte store each, read in one load, and
+ * it waits for the verdict of an outcome it sees (kcap_gpu_drain.c); the results are read
+ * after the stream. The site the gate writes is read by the staging kernel, after this
+ * launch's end. */
+template <int POL>
 __device__ static void kcap_cmp_publish(const struct kcap_cmp_args &a, const struct kcap_stage_args &g,
                                         const struct kcap_cmp_acc *acc, unsigned long long compared,
                                         unsigned long long diverged)
@@ -268,14 +282,26 @@ __device__ static void kcap_cmp_publish(const struct kcap_cmp_args &a, const str
         res->max_abs = __longlong_as_double((long long)acc[k].max_abs);
         divergent |= acc[k].nonfinite != 0 || acc[k].beyond != 0;
     }
-    out->divergent = divergent;
+    dev->compared = ++compared;
     if (divergent)
-        VOL(unsigned long long, out->diverged) = dev->diverged = diverged + 1;
-    __threadfence_system(); /* everything above is visible before `compared` and `gen` */
-    VOL(unsigned long long, out->compared) = dev->compared = compared + 1;
-    VOL(unsigned int, out->gen) = a.gen;
-    if (g.ring) /* none: a failed candidate's compare, whose call is never staged */
-        kcap_gate_run(g, divergent);
+        dev->diverged = ++diverged;
+    int valid = 0, gate = g.ring != 0 && !(POL & KCAP_CMP_POL_PREV);
+    if (gate)
+        valid = kcap_gate_decide(g, divergent);
+    if (POL & KCAP_CMP_POL_FENCE)
+        asm volatile("fence.acq_rel.sys;" ::: "memory");
+    if (POL & KCAP_CMP_POL_PREV)
+        __threadfence_system();
+    VOL(unsigned long long, out->tally) = KCAP_CMP_TALLY(compared, diverged);
+    VOL(unsigned long long, out->verdict) = KCAP_CMP_VERDICT(a.gen, divergent);
+    if (gate)
+        kcap_gate_outcome(g, valid);
+    if (g.ring && (POL & KCAP_CMP_POL_PREV)) {
+        kcap_gate_outcome(g, kcap_gate_decide(g, divergent));
+        if (g.outcome)
+            __threadfence_system();
+        __threadfence();
+    }
 }
 
 /* This block's totals of each tensor, launched as kcap_shadow_cmp.h says (global warp w works
@@ -335,7 +361,8 @@ __device__ static inline void kcap_cmp_acc_atomic(struct kcap_cmp_acc *d, const 
 /* The block count's atomic with acquire and release semantics at GPU scope: what this block
  * wrote before it (and, by the barrier before it, what the block's other threads wrote) is
  * visible to the block that counts after it; the last block sees every block's totals. One
- * instruction in place of fence, count, fence (0.3–0.6 µs less per multi-block call, H200). */
+ * instruction in place of fence, count, fence (0.3–0.6 µs less per multi-block call, H200);
+ * a release count with the acquire as a fence in the last block only was 0.26–0.31 µs slower. */
 __device__ static inline unsigned int kcap_cmp_count(unsigned int *c)
 {
     unsigned int old;
@@ -352,7 +379,8 @@ __device__ static inline unsigned long long kcap_cmp_ld_relaxed_gpu(const unsign
 
 /* The last block's thread 0: the call's totals (every block's, acquired by its count) read,
  * published, then reset for the next launch (which runs after this one's end), after the
- * publish so that its system fence does not wait for the resets. */
+ * publish so that the drainer's words are written first. */
+template <int POL>
 __device__ static void kcap_cmp_publish_totals(const struct kcap_cmp_args &a, const struct kcap_stage_args &g,
                                                unsigned long long compared, unsigned long long diverged)
 {
@@ -366,7 +394,7 @@ __device__ static void kcap_cmp_publish_totals(const struct kcap_cmp_args &a, co
         acc[k].worst = kcap_cmp_ld_relaxed_gpu(&d->worst);
         acc[k].max_abs = kcap_cmp_ld_relaxed_gpu(&d->max_abs);
     }
-    kcap_cmp_publish(a, g, acc, compared, diverged);
+    kcap_cmp_publish<POL>(a, g, acc, compared, diverged);
     for (int k = 0; k < a.nt; k++) {
         struct kcap_cmp_acc *d = &dev->t[k];
         d->nonfinite = d->beyond = d->worst = d->max_abs = 0;
@@ -377,7 +405,7 @@ __device__ static void kcap_cmp_publish_totals(const struct kcap_cmp_args &a, co
 
 /* g: the call's staging arguments (phase 0); the publisher runs the gate with them, so an
  * agreeing call costs no gate node of its own (g.ring 0: no gate). */
-template <int VPT>
+template <int VPT, int POL>
 __device__ static void kcap_cmp_run(const struct kcap_cmp_args &a, const struct kcap_stage_args &g)
 {
     struct kcap_cmp_dev *dev = (struct kcap_cmp_dev *)a.dev;
@@ -392,18 +420,18 @@ __device__ static void kcap_cmp_run(const struct kcap_cmp_args &a, const struct 
     if (gridDim.x == 1) { /* the block's totals are the call's */
         __syncthreads();
         if (threadIdx.x == 0)
-            kcap_cmp_publish(a, g, s_acc, compared, diverged);
+            kcap_cmp_publish<POL>(a, g, s_acc, compared, diverged);
         return;
     }
     if (warp < a.nt && lane == 0) /* into the call's totals */
         kcap_cmp_acc_atomic(&dev->t[warp], &s_acc[warp]);
     __syncthreads(); /* every warp's totals are in before thread 0 counts the block */
     if (threadIdx.x == 0 && kcap_cmp_count(&dev->blocks_done) == gridDim.x - 1)
-        kcap_cmp_publish_totals(a, g, compared, diverged);
+        kcap_cmp_publish_totals<POL>(a, g, compared, diverged);
 }
 
 extern "C" __global__ void __launch_bounds__(KCAP_CMP_THREADS)
     kcap_shadow_cmp(struct kcap_cmp_args a, struct kcap_stage_args g)
 {
-    kcap_cmp_run<KCAP_CMP_VPT>(a, g);
+    kcap_cmp_run<KCAP_CMP_VPT, 0>(a, g);
 }

@@ -147,10 +147,10 @@ struct cmp_variant {
     cmp_kernel fn;
 };
 
-template <int VPT, int THREADS>
+template <int VPT, int THREADS, int POL = 0>
 __global__ void __launch_bounds__(THREADS) bench_cmp(kcap_cmp_args a, kcap_stage_args g)
 {
-    kcap_cmp_run<VPT>(a, g);
+    kcap_cmp_run<VPT, POL>(a, g);
 }
 
 static const cmp_variant kLib = {"libkcap", KCAP_CMP_VPT, KCAP_CMP_THREADS, kcap_shadow_cmp};
@@ -160,6 +160,14 @@ static const cmp_variant kSweep[] = {
     {"vpt2 t512", 2, 512, bench_cmp<2, 512>},   {"vpt2 t1024", 2, 1024, bench_cmp<2, 1024>},
     {"vpt4 t256", 4, 256, bench_cmp<4, 256>},
 };
+/* libkcap's compare with its publish as it was (kcap_shadow_cmp.cuh's POL bits), timed with
+ * its gate: what each change of the publish bought. */
+#define BENCH_PUB(name, pol) {name, KCAP_CMP_VPT, KCAP_CMP_THREADS, bench_cmp<KCAP_CMP_VPT, KCAP_CMP_THREADS, pol>}
+static const cmp_variant kPubProbe[] = {
+    BENCH_PUB("previous (fence.sc.sys, gen, then the gate)", KCAP_CMP_POL_PREV),
+    BENCH_PUB("gate first, one fence.acq_rel.sys", KCAP_CMP_POL_FENCE),
+};
+
 /* The cross-block step by part, as timing probes (wrong results by design): every block
  * judges its share, then JOIN 0: no step at all, the grid's last block publishes its own
  * totals (the floor under any cross-block step); 1: the blocks are counted as libkcap counts
@@ -182,7 +190,7 @@ __global__ void __launch_bounds__(KCAP_CMP_THREADS) bench_cmp_join_probe(kcap_cm
     if (threadIdx.x != 0)
         return;
     if (JOIN == 0 ? blockIdx.x == gridDim.x - 1 : kcap_cmp_count(&dev->blocks_done) == gridDim.x - 1) {
-        kcap_cmp_publish(a, g, s_acc, compared, diverged);
+        kcap_cmp_publish<0>(a, g, s_acc, compared, diverged);
         if (JOIN) { /* as libkcap's last block leaves them */
             for (int k = 0; k < a.nt; k++)
                 dev->t[k].nonfinite = dev->t[k].beyond = dev->t[k].worst = dev->t[k].max_abs = 0,
@@ -273,9 +281,10 @@ static void check_once(const shape &s, bufs &b, const cmp_variant &v, long long 
         expect(ok, s.name, what, kn);
     }
     int div = ro.nonfinite || ro.beyond || rl.nonfinite || rl.beyond;
-    snprintf(what, sizeof what, "%s divergent %d, want %d; compared %llu", label, b.out->divergent, div,
-             b.out->compared);
-    expect(b.out->divergent == div && b.out->gen == 1 && b.out->compared > 0, s.name, what, kn);
+    unsigned long long verdict = b.out->verdict, compared = b.out->tally >> 32;
+    snprintf(what, sizeof what, "%s verdict gen %llu divergent %llu, want 1 %d; compared %llu", label,
+             verdict >> 32, verdict & 0xffffffffull, div, compared);
+    expect(verdict == KCAP_CMP_VERDICT(1, div) && compared > 0, s.name, what, kn);
 }
 
 /* Median µs per node of a graph of kLayers launches queued by `launch` on `st`. */
@@ -370,6 +379,8 @@ int main(int argc, char **argv)
             check_once(s, b, kLib, nblocks, "planted, one striding block", 1, KCAP_CMP_THREADS / 32);
             for (const cmp_variant &v : kSweep)
                 check_once(s, b, v, nblocks, "planted", 1);
+            for (const cmp_variant &v : kPubProbe)
+                check_once(s, b, v, nblocks, "planted");
             CK(cudaMemset(b.cand_o, 0xff, b.no * 2)); /* a candidate that wrote nothing */
             check_once(s, b, kLib, nblocks, "poisoned");
         }
@@ -429,6 +440,14 @@ int main(int argc, char **argv)
                            v.name, time_nodes(st, [&](cudaStream_t q) { launch_cmp(v, a, nogate, nblocks, q); }));
                 printf(" (+ the last block's reads = compare) us\n");
             }
+            printf("[%-28s]   publish probes, with gate / eager gate:", s.name);
+            for (const cmp_variant &v : kPubProbe) {
+                double tg = time_nodes(st, [&](cudaStream_t q) { launch_cmp(v, a, in, nblocks, q); });
+                double te = time_nodes(st, [&](cudaStream_t q) { launch_cmp(v, a, in_eager, nblocks, q); });
+                printf(" %s %5.2f / %5.2f |", v.name, tg, te);
+            }
+            double tlg = time_nodes(st, [&](cudaStream_t q) { launch_cmp(kLib, a, in_eager, nblocks, q); });
+            printf(" libkcap eager gate %5.2f us\n", tlg);
             cudaFree(dout);
             double t_cmpg = time_nodes(st, [&](cudaStream_t q) { launch_cmp(kLib, a, in, nblocks, q); });
             double t_poison = time_nodes(st, [&](cudaStream_t q) {

@@ -346,18 +346,26 @@ int main(int argc, char **argv)
 
     /* 6. the drainer's reading: each replay reported once, by kind */
     volatile kcmp_out *o = kcap_gslot_out(&g_r, s->gslot);
-    o->compared = 5, o->diverged = 2, o->lost = 1;
+    o->tally = KCAP_CMP_TALLY(5, 2), o->lost = 1;
     kcap_gpu_shadow_graph_settle(&g_r);
     TK_CHECK(n_agreed == 3 && n_lost == 1 && n_other == 0 && last_gen == 5,
              "5 replays, 2 divergent (1 staged, 1 lost): 3 agreed + 1 lost reported (%d, %d)", n_agreed, n_lost);
     kcap_gpu_shadow_graph_settle(&g_r);
     TK_CHECK(n_agreed == 3 && n_lost == 1, "read again: nothing twice");
-    o->diverged = 3; /* a divergent replay counted before it shows in `compared` (device order) */
+    o->tally = KCAP_CMP_TALLY(6, 3); /* a divergent replay: no agreed one */
     kcap_gpu_shadow_graph_settle(&g_r);
-    TK_CHECK(n_agreed == 3, "diverged ahead of compared: no agreed reported for it");
-    o->compared = 7;
+    TK_CHECK(n_agreed == 3, "a divergent replay: no agreed reported for it");
+    o->tally = KCAP_CMP_TALLY(7, 3);
     kcap_gpu_shadow_graph_settle(&g_r);
-    TK_CHECK(n_agreed == 4 && n_lost == 1, "then compared catches up: one more agreed (%d)", n_agreed);
+    TK_CHECK(n_agreed == 4 && n_lost == 1, "then an agreeing one: one more agreed (%d)", n_agreed);
+    /* the counts are modulo 2^32: a long-running graph's tally wraps and is still read right */
+    s->seen_agreed = 0xfffffffeull;
+    o->tally = KCAP_CMP_TALLY(0x100000001ull, 3); /* 2^32 + 1 compared, 3 divergent: 2^32 - 2 agreed */
+    kcap_gpu_shadow_graph_settle(&g_r);
+    TK_CHECK(n_agreed == 4, "agreed count at 2^32 - 2 as seen: nothing new (%d)", n_agreed);
+    o->tally = KCAP_CMP_TALLY(0x100000004ull, 3); /* compared wrapped: 3 more agreed */
+    kcap_gpu_shadow_graph_settle(&g_r);
+    TK_CHECK(n_agreed == 7 && s->seen_agreed == 0x100000001ull, "across the wrap: 3 more agreed (%d)", n_agreed);
     fs->gslot = s->gslot; /* an unjudged site (failed candidate) sharing nothing is skipped */
     int before = n_agreed;
     kcap_gpu_shadow_graph_settle(&g_r);

@@ -137,7 +137,8 @@ __device__ static int kcap_gate_decide(const struct kcap_stage_args &a, int want
 }
 
 /* An eager call's outcome for the drainer (mapped host memory): its gen and whether it is
- * staged. The caller orders it after what the drainer reads on seeing it. */
+ * staged, one 8-byte store. The standalone gate fences it; the compare does not (the drainer
+ * then waits for the compare's verdict too: kcap_eager_outcome). */
 __device__ static void kcap_gate_outcome(const struct kcap_stage_args &a, int valid)
 {
     if (a.outcome)

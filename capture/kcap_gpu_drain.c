@@ -360,22 +360,17 @@ static void kcap_settle_eager_drops(kring *r)
         ksite *s = kcap_site(r, i);
         if (!atomic_load(&s->pending))
             continue;
-        unsigned long long o = r->outcome[i];
-        if ((unsigned int)(o >> 1) != s->gen || (o & 1))
-            continue;
-        /* a shadowed call's compare writes its verdict and its outcome with no fence between
-           them: the verdict is read once its gen is seen (a later pass) */
         int judged = s->shadow && r->cmp_out;
-        unsigned long long v = judged ? r->cmp_out[i].verdict : 0;
-        if ((judged && (unsigned int)(v >> 32) != s->gen) || !atomic_exchange(&s->pending, 0))
+        unsigned long long o = r->outcome[i];
+        int k = kcap_eager_outcome(o, judged, judged ? r->cmp_out[i].verdict : 0, s->gen);
+        if (k == KCAP_EAGER_WAIT || k == KCAP_EAGER_STAGED || !atomic_exchange(&s->pending, 0))
             continue;
         /* a shadowed call the compare found in agreement was not staged: judged, not kept */
-        if (judged) {
-            int agreed = !(v & 1);
-            if (agreed) /* judged; a lost divergence is counted as the ring's drop */
-                atomic_fetch_add(&kcap_g_stats.shadow_not_kept, 1);
-            kcap_gpu_shadow_report(r, s, agreed ? KCAP_SHADOW_AGREED : KCAP_SHADOW_LOST, NULL, NULL);
-        }
+        if (k == KCAP_EAGER_AGREED) /* judged; a lost divergence is counted as the ring's drop */
+            atomic_fetch_add(&kcap_g_stats.shadow_not_kept, 1);
+        if (judged)
+            kcap_gpu_shadow_report(r, s, k == KCAP_EAGER_AGREED ? KCAP_SHADOW_AGREED : KCAP_SHADOW_LOST,
+                                   NULL, NULL);
         kcap_gpu_unit_settled(0);
     }
 }

@@ -75,7 +75,7 @@ typedef struct ksite {
     uint64_t seq;
     /* eager sites only */
     int used;
-    unsigned int gen;       /* launch number, echoed by the device in outcome and doorbell */
+    unsigned int gen;       /* launch number, echoed by the device in outcome, doorbell and verdict */
     atomic_int pending;     /* launched, not yet settled (captured or dropped) */
     atomic_int launched;    /* the caller is done with it (event recorded, or failed) */
     CUevent done;           /* the phase-1 kernel has run */
@@ -167,6 +167,25 @@ static inline void kcap_site_fill(ksite *s, kcap_slot *sl, const void *a, uint64
     kcap_tags_text(s->tags, sizeof s->tags);
 }
 CUdeviceptr kcap_site_dev(kring *r, int sid);
+
+/* What the drainer makes of an eager site's outcome word (gen << 1 | staged) and, for a
+ * shadowed call (judged), its compare's verdict word (gen << 32 | divergent), each read in
+ * one load from mapped memory. The compare writes the two with no fence between them, so an
+ * outcome may be seen before its verdict: WAIT, and read both again on a later pass. */
+enum { KCAP_EAGER_WAIT, KCAP_EAGER_STAGED, KCAP_EAGER_DROPPED, KCAP_EAGER_AGREED, KCAP_EAGER_LOST };
+static inline int kcap_eager_outcome(unsigned long long outcome, int judged, unsigned long long verdict,
+                                     unsigned int gen)
+{
+    if ((unsigned int)(outcome >> 1) != gen)
+        return KCAP_EAGER_WAIT;
+    if (outcome & 1)
+        return KCAP_EAGER_STAGED; /* its doorbell settles it */
+    if (!judged)
+        return KCAP_EAGER_DROPPED;
+    if ((unsigned int)(verdict >> 32) != gen)
+        return KCAP_EAGER_WAIT;
+    return verdict & 1 ? KCAP_EAGER_LOST : KCAP_EAGER_AGREED;
+}
 /* Ring memory: allocate within the bound and the device's spare memory (0 ok, -1 none).
  * may_wait 0 (a host thread): give up at once if the drainer is busy with the memory. */
 int kcap_ring_alloc_mem(kring *r, int may_wait);

@@ -284,7 +284,7 @@ void kcap_gpu_shadow_graph_settle(kring *r)
             continue;
         volatile kcmp_out *o = kcap_gslot_out(r, s->gslot);
         unsigned long long tally = o->tally, lost = o->lost;
-        unsigned int grown = kcap_cmp_tally_agreed(tally) - (unsigned int)s->seen_agreed;
+        unsigned int grown = kcap_cmp_tally_grown(tally, s->seen_agreed);
         for (; grown; grown--, s->seen_agreed++) {
             atomic_fetch_add(&kcap_g_stats.shadow_not_kept, 1);
             kcap_gpu_shadow_report(r, s, KCAP_SHADOW_AGREED, NULL, NULL);

@@ -7,8 +7,8 @@
  * worst element by that ratio and the largest |got - want|. It runs after every shadowed call,
  * so it is built to be cheap (issue "Shadow mode": compare ≤ 5 µs; bench_shadow_kernels.cu
  * checks it against a double judge, then times it node by node and sweeps loads per thread
- * and block size). Measured on the H200: 3.7–5.8 µs a node at the serving,
- * golden and 32k-context shapes (was 7.0–8.5), 30.6–30.7 µs at 32 MB (was 58). What it took:
+ * and block size). Measured on the H200, with its gate: 3.4–5.6 µs a node at the serving,
+ * golden and 32k-context shapes (was 7.0–8.5), 29.9 µs at 32 MB (was 58). What it took:
  *   - a short chain of dependent instructions per element, since that, not the number of
  *     round trips, set the time: the NaN/Inf class tests once per 16-byte vector on the raw
  *     bits (kcap_cmp_nonfinite), then per finite element a subtract, an FMA, a max and the
@@ -22,8 +22,8 @@
  *     atomics or block count; larger calls add the block totals atomically, each block's
  *     thread 0 counts its block with one acquire-release atomic (no separate fences), and the
  *     last block's thread 0 reads the totals and publishes. That cross-block step still costs
- *     1.6–1.9 µs (bench_shadow_kernels' probes: ~0.9 the count, 0.1–0.3 the data atomics,
- *     ~0.5 the last block's reads); fence, count, fence cost 0.3–0.6 µs more, and neither
+ *     1.7–2.0 µs (bench_shadow_kernels' probes: ~1.0 the count, 0.1–0.3 the data atomics,
+ *     ~0.7 the last block's reads); fence, count, fence cost 0.3–0.6 µs more, and neither
  *     per-block slots nor a cluster's pre-reduction through distributed shared memory was
  *     faster (docs/PERF.md);
  *   - one block barrier for the block's totals (a multi-block call adds one before its
@@ -38,10 +38,10 @@
  *   - the publisher writes mapped host memory with writes only (the running totals are
  *     counted in device memory) and no system fence: what the drainer acts on is one 8-byte
  *     store each (kcap_shadow_cmp.h: the verdict, the graph tally, the eager outcome), and
- *     the gate runs before them, inside the publisher, with no fence of its own. Two system
- *     fences and a GPU fence cost 0.4–0.5 µs a call with the gate, 0.9 with an eager gate
- *     (bench_shadow_kernels' publish probes).
- * What is left of a one-block compare is ~1.5 µs of fixed cost (a compare of no tensor: the
+ *     the gate runs before them, inside the publisher, with no fence of its own. The fences
+ *     of a publish that ordered its words cost 0.7–0.9 µs a call with a graph site's gate,
+ *     1.0–1.4 with an eager gate (bench_shadow_kernels' publish probes, docs/PERF.md).
+ * What is left of a one-block compare is ~1.6 µs of fixed cost (a compare of no tensor: the
  * node itself, 0.75 µs, the running totals' read and the writes) and the scan; a multi-block
  * call adds its cross-block step.
  *
@@ -251,9 +251,10 @@ __device__ static inline unsigned long long kcap_cmp_worst(const struct kcap_cmp
 }
 
 /* Timing probes of the publish (bench_shadow_kernels.cu, POL bits; libkcap's compare is POL
- * 0): FENCE one fence.acq_rel.sys before what the drainer reads (that step of this change);
- * PREV the seventh session's publish: fence.sc.sys, then `gen`, then the gate with fences of
- * its own. */
+ * 0): FENCE the gate first, then one fence.acq_rel.sys before the words the drainer reads;
+ * PREV the publish with fences: fence.sc.sys before those words, then the gate, with a
+ * fence.sc.sys after an eager outcome and a GPU fence after the site (close to the earlier
+ * publish, which also wrote two small words more before its fence). */
 #define KCAP_CMP_POL_FENCE 1
 #define KCAP_CMP_POL_PREV 2
 

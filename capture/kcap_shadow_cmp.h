@@ -67,11 +67,20 @@ struct kcap_cmp_out {
 #define KCAP_CMP_TALLY(compared, diverged) \
     ((unsigned long long)(compared) << 32 | ((unsigned long long)(diverged) & 0xffffffffull))
 
-/* Calls judged in agreement, modulo 2^32, of a tally read in one load: the drainer reports
-   the growth since its last reading (it reads far more often than 2^32 replays). */
+/* Calls judged in agreement, modulo 2^32, of a tally read in one load. */
 static inline unsigned int kcap_cmp_tally_agreed(unsigned long long tally)
 {
     return (unsigned int)(tally >> 32) - (unsigned int)tally;
+}
+
+/* How many agreed calls a tally adds to the `seen` already reported: the growth modulo 2^32
+   (the drainer reads far more often than 2^31 replays), none when it went back (two
+   executables of one captured graph replayed at once share a slot and may publish out of
+   order: what one reported is not reported twice). */
+static inline unsigned int kcap_cmp_tally_grown(unsigned long long tally, unsigned long long seen)
+{
+    int d = (int)(kcap_cmp_tally_agreed(tally) - (unsigned int)seen);
+    return d > 0 ? (unsigned int)d : 0u;
 }
 
 struct kcap_cmp_args {
@@ -117,7 +126,7 @@ static inline void kcap_cmp_plan_fixed(int nt, const long long *bytes, int vpt, 
 
 /* libkcap's choice, from bench_shadow_kernels' sweep on the H200: outputs that one block of
  * KCAP_CMP_THREADS threads covers with KCAP_CMP_VPT loads each (32 KB) are judged by that
- * block alone (a cross-block step costs 1.6–1.9 µs); larger ones by blocks of
+ * block alone (a cross-block step costs 1.7–2.0 µs); larger ones by blocks of
  * KCAP_CMP_MULTI_THREADS threads of one load each, as many as fit (at most max_blocks): more,
  * smaller blocks beat fewer with more loads a thread at every size measured. */
 #define KCAP_CMP_MULTI_THREADS 256

@@ -11,7 +11,8 @@
  * time is its own (bench_graph_cost.sh measures whole calls). The compare is also checked and
  * timed at other loads a thread and block sizes (instances of its body, kSweep: how
  * kcap_shadow_cmp.h's choice was made; re-run it on a new GPU before changing that choice),
- * and timed with parts of its cross-block step left out (kJoinProbe: what each part costs).
+ * and timed with parts of its cross-block step left out (kJoinProbe: what each part costs)
+ * and with its publish as it was (kPubProbe: what publishing with no system fence bought).
  *
  * Issue "Shadow mode" item 6: the compare ≤ 5 µs at the golden shapes. Output: one line per
  * (shape, node), then "check: N failed". Exit status 1 when a check failed.

@@ -366,6 +366,16 @@ int main(int argc, char **argv)
     o->tally = KCAP_CMP_TALLY(0x100000004ull, 3); /* compared wrapped: 3 more agreed */
     kcap_gpu_shadow_graph_settle(&g_r);
     TK_CHECK(n_agreed == 7 && s->seen_agreed == 0x100000001ull, "across the wrap: 3 more agreed (%d)", n_agreed);
+    o->tally = KCAP_CMP_TALLY(0x100000003ull, 3); /* a tally that went back (two executables' replays) */
+    kcap_gpu_shadow_graph_settle(&g_r);
+    TK_CHECK(n_agreed == 7 && s->seen_agreed == 0x100000001ull, "a tally one behind: nothing reported (%d)", n_agreed);
+    s->seen_agreed = 5; /* diverged's low half wrapped too: 2^32 + 10 compared, 2^32 + 5 divergent */
+    o->tally = KCAP_CMP_TALLY(0x10000000aull, 0x100000005ull);
+    kcap_gpu_shadow_graph_settle(&g_r);
+    TK_CHECK(n_agreed == 7, "both halves wrapped, 5 agreed as seen: nothing new (%d)", n_agreed);
+    o->tally = KCAP_CMP_TALLY(0x10000000dull, 0x100000005ull);
+    kcap_gpu_shadow_graph_settle(&g_r);
+    TK_CHECK(n_agreed == 10 && s->seen_agreed == 8, "then 3 agreeing replays: 3 reported (%d)", n_agreed);
     fs->gslot = s->gslot; /* an unjudged site (failed candidate) sharing nothing is skipped */
     int before = n_agreed;
     kcap_gpu_shadow_graph_settle(&g_r);
@@ -409,5 +419,19 @@ int main(int argc, char **argv)
              "eager, failing candidate (the second eager call: not timed, 1 call in 8 is): the done event "
              "recorded before the site is given back, no compare");
     cand_status = 0;
+
+    /* 9. the drainer's reading of an eager call's outcome and verdict: the compare writes them
+       with no fence between, so an outcome seen before its verdict waits for it */
+    const unsigned int g9 = 41;
+    const unsigned long long out_kept = (unsigned long long)g9 << 1 | 1, out_not = (unsigned long long)g9 << 1;
+    TK_CHECK(kcap_eager_outcome((unsigned long long)(g9 - 1) << 1, 1, KCAP_CMP_VERDICT(g9, 0), g9) ==
+                 KCAP_EAGER_WAIT, "outcome of the site's previous call: wait");
+    TK_CHECK(kcap_eager_outcome(out_kept, 1, 0, g9) == KCAP_EAGER_STAGED, "staged: its doorbell settles it");
+    TK_CHECK(kcap_eager_outcome(out_not, 0, 0, g9) == KCAP_EAGER_DROPPED, "not staged, not judged: dropped");
+    TK_CHECK(kcap_eager_outcome(out_not, 1, KCAP_CMP_VERDICT(g9 - 1, 0), g9) == KCAP_EAGER_WAIT,
+             "not staged, its verdict not seen yet (the previous call's is): wait, not settled unjudged");
+    TK_CHECK(kcap_eager_outcome(out_not, 1, KCAP_CMP_VERDICT(g9, 0), g9) == KCAP_EAGER_AGREED, "agreed");
+    TK_CHECK(kcap_eager_outcome(out_not, 1, KCAP_CMP_VERDICT(g9, 1), g9) == KCAP_EAGER_LOST,
+             "divergent but not staged: lost");
     return tk_summary("test_capture_shadow_dev");
 }

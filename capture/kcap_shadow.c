@@ -55,6 +55,9 @@ static struct {
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static atomic_int g_log_dev, g_log_shapes, g_log_summary;
+/* one summary written at a time (the summary thread, a kcap shadow request, exit), from copy
+   to rename, so the file on disk is always the latest copy; never taken by calling threads */
+static pthread_mutex_t g_summary_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The tolerances in force: an immutable set, published by pointer so kcap_shadow_tol is one
  * atomic load on any thread. A swap publishes a new set (with its candidate, under g.lock);
@@ -183,6 +186,7 @@ void kcap_shadow_atfork_child(void)
     /* the lock may have been held by another thread of the parent; the child's summary
        (its own file, named by its pid) counts its own calls only */
     pthread_mutex_init(&g.lock, NULL);
+    pthread_mutex_init(&g_summary_lock, NULL);
     counts_reset();
 }
 
@@ -534,6 +538,7 @@ void kcap_shadow_summary(const char *dir)
     kcap_shadow_view *v = calloc(1, sizeof *v);
     if (!v)
         return;
+    pthread_mutex_lock(&g_summary_lock);
     pthread_mutex_lock(&g.lock); /* a copy under the lock; the file work after it */
     snprintf(v->path, sizeof v->path, "%s", g.path);
     snprintf(v->hash, sizeof v->hash, "%s", g.hash);
@@ -553,5 +558,6 @@ void kcap_shadow_summary(const char *dir)
         kcap_log_once(&g_log_summary, KCAP_LOG_WARN, "shadow mode: cannot write the summary %s "
                       "(%s); the counts stay readable with kcap shadow PID --status", path,
                       strerror(errno));
+    pthread_mutex_unlock(&g_summary_lock);
     free(v);
 }

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -46,9 +47,12 @@ static void put_field(FILE *f, const char *pre, const char *s, const char *post)
 
 int kcap_shadow_summary_write(const char *path, const kcap_shadow_view *v)
 {
-    char tmp[PATH_MAX + 16], w[32];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
+    static atomic_uint seq;
+    char tmp[PATH_MAX + 48], w[32];
+    /* a temporary name of this write's own: writers of one path never share one (a shared
+       name let one writer rename or remove another's half-written file) */
+    snprintf(tmp, sizeof tmp, "%s.%ld.%u.tmp", path, (long)getpid(), atomic_fetch_add(&seq, 1));
+    FILE *f = fopen(tmp, "wx");
     if (!f)
         return -1;
     fprintf(f, "{\n  \"tool\": \"kcap shadow\",\n  \"schema_version\": 1,\n  \"kcap_version\": \"%s\",\n",

@@ -31,8 +31,9 @@ typedef struct {
     kcap_shadow_shape other; /* every shape past the table, together (sizes unset) */
 } kcap_shadow_view;
 
-/* Write v to `path` atomically (a temporary file, fsync, rename); strings JSON-escaped. 0, or
- * -1 (nothing replaced). */
+/* Write v to `path` atomically (a temporary file of this call's own, fsync, rename); strings
+ * JSON-escaped; safe from several threads at once (each rename replaces the file whole).
+ * 0, or -1 with errno (nothing replaced). */
 int kcap_shadow_summary_write(const char *path, const kcap_shadow_view *v);
 
 #endif

@@ -71,7 +71,8 @@ CAPTURE_TEST_BINS := $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(C
                      $(CAPT)/snapcmp $(CAPT)/libvattn_null.so $(CAPT)/bench_dormant \
                      $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout $(CAPT)/badargs_client \
                      $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch \
-                     $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev $(CAPT)/test_capture_cmp_plan
+                     $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev $(CAPT)/test_capture_cmp_plan \
+                     $(CAPT)/test_capture_summary
 $(CAPT)/test_capture_config: tests/capture/test_capture_config.c $(OBJ)/capture/kcap_config_cli.o $(TESTKIT_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(filter-out %.h,$^) -o $@ $(LDFLAGS)
@@ -80,6 +81,13 @@ $(CAPT)/test_capture_config: tests/capture/test_capture_config.c $(OBJ)/capture/
 $(CAPT)/test_capture_cmp_plan: tests/capture/test_capture_cmp_plan.c capture/kcap_shadow_cmp.h $(TESTKIT_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Icapture -Itests $< -o $@ $(LDFLAGS)
+
+# shadow mode's summary file on its own, written from several threads at once
+$(CAPT)/test_capture_summary: tests/capture/test_capture_summary.c capture/kcap_shadow_summary.c capture/kcap_shadow_summary.h \
+                              $(FORMATS_LIB) $(TESTKIT_H)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Icapture -Itests tests/capture/test_capture_summary.c capture/kcap_shadow_summary.c \
+	  $(FORMATS_LIB) $(COMMON_OBJS) -o $@ $(LDFLAGS) -pthread
 
 # the snapshot budget (KCAP_MAX, arming counts) on its own, threaded
 $(CAPT)/test_capture_budget: tests/capture/test_capture_budget.c capture/kcap_budget.c capture/kcap_budget.h $(TESTKIT_H)
@@ -151,7 +159,7 @@ ifeq ($(KCAP_FORMATS_READY),1)
 ALL_TARGETS += $(KCAP_LIB) $(CAPTURE_TEST_BINS)
 TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout \
          $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev \
-         $(CAPT)/test_capture_cmp_plan tests/capture/test_capture_c.sh tests/capture/test_capture_py.sh tests/capture/test_capture_select.sh \
+         $(CAPT)/test_capture_cmp_plan $(CAPT)/test_capture_summary tests/capture/test_capture_c.sh tests/capture/test_capture_py.sh tests/capture/test_capture_select.sh \
          tests/capture/test_capture_arm.sh tests/capture/test_capture_faults.sh \
          tests/capture/test_capture_concurrency.sh tests/capture/test_capture_faults_host.sh \
          tests/capture/test_capture_faults_files.sh tests/capture/test_capture_faults_load.sh \
@@ -161,7 +169,7 @@ TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_ca
          tests/capture/test_capture_shadow_swap.sh tests/capture/test_capture_shadow_off.sh
 ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout \
          $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev \
-              $(CAPT)/test_capture_cmp_plan tests/capture/test_capture_c.sh tests/capture/test_capture_faults_host.sh
+              $(CAPT)/test_capture_cmp_plan $(CAPT)/test_capture_summary tests/capture/test_capture_c.sh tests/capture/test_capture_faults_host.sh
 GPU_TESTS += tests/capture/test_capture_gpu.sh tests/capture/test_capture_gpu_graphexec.sh tests/capture/test_capture_gpu_long.sh tests/capture/test_capture_gpu_extend.sh \
              tests/capture/test_capture_gpu_faults.sh tests/capture/test_capture_gpu_shadow.sh \
              tests/capture/test_capture_gpu_cmp.sh

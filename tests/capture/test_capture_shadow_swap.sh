@@ -19,10 +19,12 @@ for _ in $(seq 100); do [ "$(count_h5 "$T/d")" -ge 3 ] && break; sleep 0.1; done
 [ $? = 1 ] && ok "the divergent snapshots replay to the same verdict offline (the candidate fails them)" || fail "offline verdict"
 
 "$KCAP" shadow $pid "$PERT" >"$T/refuse.out" 2>&1
-[ $? = 1 ] && grep -q "fails (or cannot replay) the snapshots" "$T/refuse.out" && ok "a candidate failing the captured cases is refused" ||
+[ $? = 1 ] && grep -Eq "fails ([0-9]+) of the \1 snapshots in $T/d \(outside tolerance\); not armed" "$T/refuse.out" &&
+    ok "a candidate failing the captured cases is refused: $(grep -o 'fails [0-9]* of the [0-9]* snapshots' "$T/refuse.out")" ||
     { cat "$T/refuse.out"; fail "replay gate"; }
 "$KCAP" shadow $pid "$PERT" --force >"$T/force.out" 2>&1 && grep -q "ok shadow candidate\|shadow candidate" "$T/force.out" &&
-    ok "--force arms it anyway" || { cat "$T/force.out"; fail "--force"; }
+    grep -q "outside tolerance); armed anyway (--force)" "$T/force.out" &&
+    ok "--force arms it anyway, saying so" || { cat "$T/force.out"; fail "--force"; }
 
 "$KCAP" shadow $pid "$CPU" >"$T/swap.out" 2>&1 && grep -q "passes the snapshots" "$T/swap.out" &&
     ok "swap to the fixed build: replayed first, then armed" || { cat "$T/swap.out"; fail "swap"; }
@@ -45,6 +47,29 @@ wait $pid
 rc=$?
 [ $rc = 0 ] && ok "the client ran through the swaps unaffected (exit 0)" || { cat "$T/client.err"; fail "client exit $rc"; }
 ls "$T"/d/shadow-*.json >/dev/null 2>&1 && ok "summary written" || fail "no summary"
+# the gate tells a candidate outside tolerance from snapshots it could not replay and from a
+# library that does not load (a live client, judging with the library itself so it keeps
+# nothing, whose directory holds one unreadable snapshot)
+mkdir -p "$T/bad" && head -c 4096 /dev/urandom >"$T/bad/broken.h5"
+env KCAP_DIR="$T/bad" KCAP_SHADOW="$CPU" LD_PRELOAD="$PRELOAD" \
+    "$CLIENT" --calls 1 --seed 53 --until "$T/stop2" --quiet 2>"$T/client2.err" &
+pid=$!
+for _ in $(seq 100); do "$KCAP" shadow $pid --timeout 1 --status >/dev/null 2>&1 && break; sleep 0.1; done
+"$KCAP" shadow $pid "$PERT" >"$T/unread.out" 2>&1
+[ $? = 1 ] && grep -q "could not be judged on 1 of the 1 snapshots in $T/bad (they could not be replayed" "$T/unread.out" &&
+    ok "snapshots that cannot be replayed: said as such (not as a failing candidate), not armed" ||
+    { cat "$T/unread.out"; fail "gate on an unreadable snapshot"; }
+LIBM=$(realpath "$(ldconfig -p | awk '/libm\.so\.6 .*x86-64/ {print $NF; exit}')" 2>/dev/null)
+if [ -f "$LIBM" ]; then
+    "$KCAP" shadow $pid "$LIBM" >"$T/noload.out" 2>&1
+    [ $? = 1 ] && grep -q "cannot be loaded as a kernel library: .*; not armed" "$T/noload.out" &&
+        ok "a library that is not a kernel library: the load error said, not armed" ||
+        { cat "$T/noload.out"; fail "gate on a library without the ABI"; }
+fi
+"$KCAP" shadow $pid --status 2>&1 | grep -q "candidate $CPU" && ok "the candidate is unchanged after both refusals" ||
+    fail "candidate changed by a refused swap"
+touch "$T/stop2"
+wait $pid || { cat "$T/client2.err"; fail "second client exit"; }
 sleep 30 & sp=$!
 "$KCAP" shadow $sp --status >"$T/pid1.out" 2>&1
 rc=$?; kill $sp 2>/dev/null; wait $sp 2>/dev/null

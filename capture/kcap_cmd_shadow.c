@@ -3,9 +3,9 @@
  * start or swap the candidate kernel of a process running in shadow mode (KCAP_SHADOW /
  * kcap record --shadow), stop it, or print its live summary — without restarting the process.
  *
- * A new candidate is first replayed (`kcap replay`, a process of its own) against the
- * snapshots already in the capture directory — the divergences shadow mode kept, golden
- * cases copied there — and refused when it fails them, unless --force: a candidate that
+ * A new candidate is first replayed (`kcap replay`, a process of its own: kcap_shadow_gate.c)
+ * against the snapshots already in the capture directory — the divergences shadow mode kept,
+ * golden cases copied there — and refused when it fails them, unless --force: a candidate that
  * crashes or corrupts the CUDA context cannot be contained inside the service, so the
  * offline gate is the guard. The gate judges with the tolerances the process will use: each
  * one given (--atol ...), else the process's KCAP_SHADOW_ATOL ..., else replay's default.
@@ -17,6 +17,7 @@
 #include "kcap_arm_client.h"
 #include "kcap_cli.h"
 #include "kcap_config.h"
+#include "kcap_shadow_gate.h"
 
 #include <dirent.h>
 #include <getopt.h>
@@ -24,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 /* The longest command a request may carry (kcap_arm.c reads one line of up to 399). */
@@ -72,103 +72,6 @@ static void tol_text(char *b, size_t n, double v)
         if (strtod(b, NULL) == v)
             return;
     }
-}
-
-/* What the gate's replay said, from its JSON document (docs/JSON.md): the cases, those
- * outside tolerance, those that could not run, or why the library could not be loaded.
- * `have` 0: no document (the replay died or could not write it). */
-typedef struct {
-    int have, cases, beyond, errors;
-    char load_error[240];
-} gate_result;
-
-static void gate_read(const char *json, gate_result *g)
-{
-    FILE *f = fopen(json, "r");
-    long size = -1;
-    if (f && fseek(f, 0, SEEK_END) == 0)
-        size = ftell(f);
-    char *doc = size > 0 && size < (1l << 30) ? malloc((size_t)size + 1) : NULL;
-    size_t n = doc && fseek(f, 0, SEEK_SET) == 0 ? fread(doc, 1, (size_t)size, f) : 0;
-    if (f)
-        fclose(f);
-    if (!doc)
-        return;
-    doc[n] = 0;
-    int passed = 0, failed = 0;
-    const char *s = strstr(doc, "\"summary\":{"); /* one key of the document's own (a file
-                                                     name's quote is escaped in it) */
-    if (s && sscanf(s, "\"summary\":{\"cases\":%d,\"passed\":%d,\"failed\":%d,\"errors\":%d", &g->cases,
-                    &passed, &failed, &g->errors) == 4) {
-        g->have = 1;
-        g->beyond = failed - g->errors; /* `failed` counts the errors too */
-    }
-    const char *le = strstr(doc, "\"load_error\":\"");
-    size_t k = 0;
-    for (le = le ? le + strlen("\"load_error\":\"") : NULL; le && *le && *le != '"' && k + 1 < sizeof g->load_error;
-         le++) {
-        if (*le == '\\' && le[1]) /* an escaped character, as itself */
-            le++;
-        g->load_error[k++] = *le;
-    }
-    g->load_error[k] = 0;
-    free(doc);
-}
-
-/* `kcap replay DIR --kernel CAND --ref none --json TMP [--atol A ...]` in a child, with each
- * tolerance of tol[] that is not "": its exit status (-1: not run), and in *g what it said. */
-static int replay_gate(const char *dir, const char *cand, char tol[KCAP_NTOL][32], int verbose, gate_result *g)
-{
-    char tmp[PATH_MAX], json[PATH_MAX + 16];
-    const char *td = getenv("TMPDIR");
-    snprintf(tmp, sizeof tmp, "%s/kcap-shadow-gate-XXXXXX", td && *td ? td : "/tmp");
-    int have_tmp = mkdtemp(tmp) != NULL; /* without one the verdict is the exit status alone */
-    snprintf(json, sizeof json, "%s/replay.json", tmp);
-    const char *argv[10 + 2 * KCAP_NTOL] = {"kcap", "replay", dir, "--kernel", cand, "--ref",
-                                            "none"};
-    int n = 7;
-    if (have_tmp)
-        argv[n++] = "--json", argv[n++] = json;
-    for (int k = 0; k < KCAP_NTOL; k++)
-        if (tol[k][0])
-            argv[n++] = kcap_tol_names[k].flag, argv[n++] = tol[k];
-    memset(g, 0, sizeof *g);
-    int rc = -1, st = 0;
-    pid_t p = fork();
-    if (p == 0) {
-        if (!verbose) { /* what it found is said from its document (gate_say); -v shows it */
-            freopen("/dev/null", "w", stdout);
-            if (have_tmp)
-                freopen("/dev/null", "w", stderr);
-        }
-        execv("/proc/self/exe", (char *const *)argv);
-        _exit(127);
-    }
-    if (p > 0 && waitpid(p, &st, 0) == p)
-        rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-    if (have_tmp) {
-        gate_read(json, g);
-        unlink(json);
-        rmdir(tmp);
-    }
-    return rc;
-}
-
-/* The gate's refusal (or, with --force, its warning), saying which of the three it was. */
-static void gate_say(FILE *f, const char *abs, const char *d, int rc, const gate_result *g, const char *tail)
-{
-    if (g->load_error[0])
-        fprintf(f, "kcap shadow: %s cannot be loaded as a kernel library: %s%s", abs, g->load_error, tail);
-    else if (g->have && g->beyond > 0)
-        fprintf(f, "kcap shadow: %s fails %d of the %d snapshots in %s (outside tolerance%s)%s", abs,
-                g->beyond, g->cases, d, g->errors ? "; more could not be replayed" : "", tail);
-    else if (g->have && g->errors > 0)
-        fprintf(f, "kcap shadow: %s could not be judged on %d of the %d snapshots in %s (they could "
-                   "not be replayed: unreadable or not replayable; none outside tolerance)%s",
-                abs, g->errors, g->cases, d, tail);
-    else
-        fprintf(f, "kcap shadow: %s fails (or cannot replay) the snapshots in %s (kcap replay exit %d)%s",
-                abs, d, rc, tail);
 }
 
 int kcap_cmd_shadow(int argc, char **argv)
@@ -285,15 +188,16 @@ int kcap_cmd_shadow(int argc, char **argv)
             if (verbosity != KCAP_QUIET)
                 printf("kcap shadow: no snapshots in %s to replay the candidate against first\n", d);
         } else {
-            gate_result g;
-            int rc = replay_gate(d, abs, tols, verbosity == KCAP_VERBOSE, &g);
-            if (rc && !force) {
-                gate_say(stderr, abs, d, rc, &g, "; not armed (--force arms it anyway)\n");
-                fprintf(stderr, "kcap shadow: run `kcap replay %s --kernel %s%s` to see where\n", d, abs, flags);
+            kcap_gate_result g;
+            int pass = kcap_gate_run(d, abs, tols, verbosity == KCAP_VERBOSE, &g);
+            if (!pass && !force) {
+                kcap_gate_say(stderr, abs, d, &g, "; not armed (--force arms it anyway)\n");
+                fprintf(stderr, "kcap shadow: run `kcap replay '%s' --kernel '%s'%s` to see where\n", d, abs,
+                        flags);
                 return 1;
             }
-            if (rc && verbosity != KCAP_QUIET)
-                gate_say(stdout, abs, d, rc, &g, "; armed anyway (--force)\n");
+            if (!pass && verbosity != KCAP_QUIET)
+                kcap_gate_say(stdout, abs, d, &g, "; armed anyway (--force)\n");
             else if (verbosity != KCAP_QUIET)
                 printf("kcap shadow: %s passes the snapshots in %s%s%s\n", abs, d, flags[0] ? " with" : "",
                        flags);

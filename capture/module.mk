@@ -51,7 +51,7 @@ $(KCAP_LIB): $(CAPTURE_OBJS) $(FORMATS_LIB) $(COMMON_OBJS) $(KCAP_MAP)
 	  $(HDF5_LIBS) -lzstd -ldl -lm
 
 KCAP_CLI_OBJS += $(OBJ)/capture/kcap_cmd_record.o $(OBJ)/capture/kcap_cmd_arm.o \
-                 $(OBJ)/capture/kcap_cmd_shadow.o $(OBJ)/capture/kcap_arm_client.o \
+                 $(OBJ)/capture/kcap_cmd_shadow.o $(OBJ)/capture/kcap_shadow_gate.o $(OBJ)/capture/kcap_arm_client.o \
                  $(OBJ)/capture/kcap_config_cli.o $(OBJ)/capture/kcap_names_cli.o
 
 # the CLI gets its own copy of the parsers (default visibility, no libkcap internals)
@@ -72,7 +72,7 @@ CAPTURE_TEST_BINS := $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(C
                      $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout $(CAPT)/badargs_client \
                      $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch \
                      $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev $(CAPT)/test_capture_cmp_plan \
-                     $(CAPT)/test_capture_summary
+                     $(CAPT)/test_capture_summary $(CAPT)/test_capture_gate
 $(CAPT)/test_capture_config: tests/capture/test_capture_config.c $(OBJ)/capture/kcap_config_cli.o $(TESTKIT_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(filter-out %.h,$^) -o $@ $(LDFLAGS)
@@ -81,6 +81,13 @@ $(CAPT)/test_capture_config: tests/capture/test_capture_config.c $(OBJ)/capture/
 $(CAPT)/test_capture_cmp_plan: tests/capture/test_capture_cmp_plan.c capture/kcap_shadow_cmp.h $(TESTKIT_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Icapture -Itests $< -o $@ $(LDFLAGS)
+
+# kcap shadow's replay gate on its own: replay documents read, the pass rule, what it says
+$(CAPT)/test_capture_gate: tests/capture/test_capture_gate.c capture/kcap_shadow_gate.c capture/kcap_shadow_gate.h \
+                           $(OBJ)/capture/kcap_config_cli.o $(TESTKIT_H)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Icapture -Itests tests/capture/test_capture_gate.c capture/kcap_shadow_gate.c \
+	  $(OBJ)/capture/kcap_config_cli.o $(COMMON_OBJS) -o $@ $(LDFLAGS)
 
 # shadow mode's summary file on its own, written from several threads at once
 $(CAPT)/test_capture_summary: tests/capture/test_capture_summary.c capture/kcap_shadow_summary.c capture/kcap_shadow_summary.h \
@@ -159,7 +166,7 @@ ifeq ($(KCAP_FORMATS_READY),1)
 ALL_TARGETS += $(KCAP_LIB) $(CAPTURE_TEST_BINS)
 TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout \
          $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev \
-         $(CAPT)/test_capture_cmp_plan $(CAPT)/test_capture_summary tests/capture/test_capture_c.sh tests/capture/test_capture_py.sh tests/capture/test_capture_select.sh \
+         $(CAPT)/test_capture_cmp_plan $(CAPT)/test_capture_summary $(CAPT)/test_capture_gate tests/capture/test_capture_c.sh tests/capture/test_capture_py.sh tests/capture/test_capture_select.sh \
          tests/capture/test_capture_arm.sh tests/capture/test_capture_faults.sh \
          tests/capture/test_capture_concurrency.sh tests/capture/test_capture_faults_host.sh \
          tests/capture/test_capture_faults_files.sh tests/capture/test_capture_faults_load.sh \
@@ -169,7 +176,7 @@ TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_ca
          tests/capture/test_capture_shadow_swap.sh tests/capture/test_capture_shadow_off.sh
 ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout \
          $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev \
-              $(CAPT)/test_capture_cmp_plan $(CAPT)/test_capture_summary tests/capture/test_capture_c.sh tests/capture/test_capture_faults_host.sh
+              $(CAPT)/test_capture_cmp_plan $(CAPT)/test_capture_summary $(CAPT)/test_capture_gate tests/capture/test_capture_c.sh tests/capture/test_capture_faults_host.sh
 GPU_TESTS += tests/capture/test_capture_gpu.sh tests/capture/test_capture_gpu_graphexec.sh tests/capture/test_capture_gpu_long.sh tests/capture/test_capture_gpu_extend.sh \
              tests/capture/test_capture_gpu_faults.sh tests/capture/test_capture_gpu_shadow.sh \
              tests/capture/test_capture_gpu_cmp.sh

@@ -7,7 +7,8 @@
 . "$(dirname "$0")/lib.sh"
 CPU=$ROOT/$B/lib/libverify_attn_cpu.so
 PERT=$ROOT/$B/tests/libverify_attn_cpu_perturbed.so
-need "$LIBKCAP" "$CLIENT" "$KCAP" "$CPU" "$PERT"
+ABI2=$ROOT/$B/tests/libvattn_stub_abi2.so # another ABI version: no snapshot of ours replays on it
+need "$LIBKCAP" "$CLIENT" "$KCAP" "$CPU" "$PERT" "$ABI2"
 
 # env execs the client: $! is the client's own pid
 env KCAP_DIR="$T/d" KCAP_SHADOW="$PERT" KCAP_SHADOW_PER_SHAPE=1000 LD_PRELOAD="$PRELOAD" \
@@ -22,6 +23,9 @@ for _ in $(seq 100); do [ "$(count_h5 "$T/d")" -ge 3 ] && break; sleep 0.1; done
 [ $? = 1 ] && grep -Eq "fails ([0-9]+) of the \1 snapshots in $T/d \(outside tolerance\); not armed" "$T/refuse.out" &&
     ok "a candidate failing the captured cases is refused: $(grep -o 'fails [0-9]* of the [0-9]* snapshots' "$T/refuse.out")" ||
     { cat "$T/refuse.out"; fail "replay gate"; }
+"$KCAP" shadow $pid "$ABI2" >"$T/abi2.out" 2>&1
+[ $? = 1 ] && grep -Eq "could not be judged on ([0-9]+) of the \1 snapshots in $T/d \(they could not be replayed, none was outside tolerance; the first: .*implements version 2" "$T/abi2.out" &&
+    ok "a candidate no snapshot replays on: said with the first reason, not armed" || { cat "$T/abi2.out"; fail "gate on ABI 2"; }
 "$KCAP" shadow $pid "$PERT" --force >"$T/force.out" 2>&1 && grep -q "ok shadow candidate\|shadow candidate" "$T/force.out" &&
     grep -q "outside tolerance); armed anyway (--force)" "$T/force.out" &&
     ok "--force arms it anyway, saying so" || { cat "$T/force.out"; fail "--force"; }

@@ -15,6 +15,9 @@
  * pid (container restart) is refused, never armed. The directory itself was
  * checked private at init (kcap_capture.c).
  *
+ * Requests are serialised by the requesters (kcap_arm_client.c links a request in only while
+ * none is pending), and this side claims one by renaming it away before reading it.
+ *
  * Request: "start <ticks>\nnonce <hex>\n" then "count N" | "off" | "status".
  * Reply:   "ok ..." or "error ...", then the kcap_stats_format line.
  */
@@ -59,14 +62,22 @@ static void kcap_arm_reply(const char *nonce, const char *text)
         unlink(tmp);
 }
 
-/* Consume the control file if present. */
+/* Consume the control file if present: claimed first by a rename to a name of ours, so a
+ * request that arrives meanwhile stays under the request name for the next poll (removing
+ * the name after reading it could remove a newer request unread). */
 static void kcap_arm_poll_file(void)
 {
-    char path[PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/" KCAP_ARM_FILE_FMT, a_dir, (long)getpid());
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0)
+    char req[PATH_MAX + 64], path[PATH_MAX + 64];
+    snprintf(req, sizeof req, "%s/" KCAP_ARM_FILE_FMT, a_dir, (long)getpid());
+    snprintf(path, sizeof path, "%s/.kcap-arm-claimed-%ld", a_dir, (long)getpid());
+    if (rename(req, path))
         return;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) { /* a symbolic link at the name (O_NOFOLLOW), or gone */
+        kcap_log(KCAP_LOG_WARN, "refused arm request %s: it cannot be opened as a file", req);
+        unlink(path);
+        return;
+    }
     struct stat st;
     char buf[512];
     ssize_t n = -1;
@@ -82,7 +93,7 @@ static void kcap_arm_poll_file(void)
     close(fd);
     unlink(path);
     if (bad) {
-        kcap_log(KCAP_LOG_WARN, "refused arm request %s: it %s", path, bad);
+        kcap_log(KCAP_LOG_WARN, "refused arm request %s: it %s", req, bad);
         return;
     }
     if (n <= 0)
@@ -92,13 +103,13 @@ static void kcap_arm_poll_file(void)
     char nonce[24] = "", cmd[400] = "";
     int off = 0;
     if (sscanf(buf, "start %llu\nnonce %16[0-9a-f]\n%399[^\n]", &start, nonce, cmd) != 3) {
-        kcap_log(KCAP_LOG_WARN, "ignored a malformed arm request in %s", path);
+        kcap_log(KCAP_LOG_WARN, "ignored a malformed arm request in %s", req);
         return;
     }
     if (start != kcap_self_start_time()) {
         /* written for an earlier process that had our pid */
         kcap_log(KCAP_LOG_WARN, "refused arm request %s: it names another process (start "
-                 "time %llu, ours %llu)", path, start, kcap_self_start_time());
+                 "time %llu, ours %llu)", req, start, kcap_self_start_time());
         return;
     }
     uint64_t count = 1;

@@ -1,7 +1,8 @@
 /*
  * kcap_arm_client.c — the requesting side of libkcap's control channel, shared by `kcap arm`
  * and `kcap shadow`: a one-line command for one running process, written atomically
- * (temp + rename) as ".kcap-arm-PID" into its capture directory (its KCAP_DIR from
+ * (temp + hard link, never over another command's pending request: put_request) as
+ * ".kcap-arm-PID" into its capture directory (its KCAP_DIR from
  * /proc/PID/environ unless given) and naming the target's start time (/proc/PID/stat field
  * 22), so it can only ever reach that process; the target answers ".kcap-ack-PID.<nonce>" with
  * "ok ..." or "error ..." and its counters. Cases the answer cannot come from are refused up
@@ -134,6 +135,38 @@ int kcap_arm_target(const char *who, long pid, const char *need)
     return 0;
 }
 
+/* The request written in tmp put in place as fin, where the target reads it: linked (never
+ * over a request still pending, another command's: wait for the target to take it, within
+ * wait_s; *ms is the time spent), then closed once more for writing, which wakes a watcher
+ * that waits for a file closed after writing (every libkcap's). A file system without hard
+ * links gets the rename of before. Nonzero (and said) when it could not be put. */
+static int put_request(const char *who, const char *tmp, const char *fin, uint64_t wait_s, uint64_t *ms)
+{
+    for (;; *ms += 20) {
+        if (link(tmp, fin) == 0)
+            break;
+        if (errno == EPERM || errno == ENOTSUP || errno == EXDEV || errno == EMLINK) {
+            if (rename(tmp, fin) == 0) /* tmp is gone: the final withdrawal checks fin only */
+                return 0;
+        } else if (errno == EEXIST && *ms < wait_s * 1000) {
+            struct timespec ts = {0, 20 * 1000000L};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        if (errno == EEXIST)
+            fprintf(stderr, "%s: another request to the process has been waiting in %s for %llu s; "
+                            "nothing was sent (if no kcap arm or kcap shadow command is running, remove "
+                            "that file)\n", who, fin, (unsigned long long)wait_s);
+        else
+            fprintf(stderr, "%s: cannot write %s: %s\n", who, fin, strerror(errno));
+        return 1;
+    }
+    int fd = open(fin, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd >= 0)
+        close(fd);
+    return 0;
+}
+
 int kcap_arm_send(const char *who, long pid, const char *dir, const char *need,
                   const char *cmd, uint64_t wait_s, int verbosity)
 {
@@ -178,15 +211,22 @@ int kcap_arm_send(const char *who, long pid, const char *dir, const char *need,
     }
     char msg[KCAP_ARM_REQUEST_MAX];
     int n = snprintf(msg, sizeof msg, "start %llu\nnonce %s\n%s\n", start, nonce, cmd);
-    if (write(fd, msg, (size_t)n) != n || close(fd) || rename(tmp, fin)) {
-        fprintf(stderr, "%s: cannot write %s: %s\n", who, fin, strerror(errno));
+    struct stat own;
+    if (write(fd, msg, (size_t)n) != n || close(fd) || stat(tmp, &own)) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", who, tmp, strerror(errno));
+        unlink(tmp);
+        return 1;
+    }
+    uint64_t ms = 0;
+    int rc = put_request(who, tmp, fin, wait_s, &ms);
+    if (rc) {
         unlink(tmp);
         return 1;
     }
     if (verbosity == KCAP_VERBOSE)
         printf("%s: request %s written; waiting up to %llu s for %s\n", who, fin,
                (unsigned long long)wait_s, ack);
-    for (uint64_t ms = 0; ms <= wait_s * 1000; ms += 20) {
+    for (; ms <= wait_s * 1000; ms += 20) {
         int afd = open(ack, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
         if (afd >= 0) {
             struct stat ast;
@@ -196,6 +236,7 @@ int kcap_arm_send(const char *who, long pid, const char *dir, const char *need,
                 got = read(afd, txt, sizeof txt - 1);
             close(afd);
             unlink(ack);
+            unlink(tmp);
             if (got <= 0) {
                 fprintf(stderr, "%s: unreadable answer in %s\n", who, ack);
                 return 1;
@@ -206,10 +247,18 @@ int kcap_arm_send(const char *who, long pid, const char *dir, const char *need,
         struct timespec ts = {0, 20 * 1000000L};
         nanosleep(&ts, NULL);
     }
-    int taken = access(fin, F_OK) != 0;
-    unlink(fin); /* withdrawn: a request must not outlive this command */
-    fprintf(stderr, "%s: process %ld did not answer within %llu s%s; nothing was armed "
-                    "(a dormant process starts listening at its first verify call; a process "
-                    "whose KCAP_DIR is not %s or whose capture failed to start cannot answer)\n", who, pid, (unsigned long long)wait_s, taken ? " (the request was taken)" : "", d);
+    struct stat now;
+    int taken = stat(fin, &now) || now.st_ino != own.st_ino || now.st_dev != own.st_dev;
+    if (!taken)
+        unlink(fin); /* withdrawn: a request must not outlive this command */
+    unlink(tmp);
+    if (taken)
+        fprintf(stderr, "%s: process %ld took the request but did not answer within %llu s: it may "
+                        "still carry it out (ask again with --status)\n", who, pid, (unsigned long long)wait_s);
+    else
+        fprintf(stderr, "%s: process %ld did not answer within %llu s; the request was withdrawn, "
+                        "nothing was changed (a dormant process starts listening at its first verify "
+                        "call; a process whose KCAP_DIR is not %s or whose capture failed to start "
+                        "cannot answer)\n", who, pid, (unsigned long long)wait_s, d);
     return 1;
 }

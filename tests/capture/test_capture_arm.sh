@@ -23,6 +23,18 @@ sleep 0.5
 [ "$(count_h5 "$T/snaps")" = 2 ] && ok "dormant again after 2" || fail "captured more than --count ($(count_h5 "$T/snaps"))"
 "$KCAP" arm "$pid" >/dev/null 2>&1 || fail "second kcap arm"
 wait_for 3 && sleep 0.3 && [ "$(count_h5 "$T/snaps")" = 3 ] && ok "second arming: one more" || fail "second arming ($(count_h5 "$T/snaps"))"
+# requests from several commands at once: each one is answered (one request file name; a
+# request is linked in only while none is pending, and the watcher claims it before reading)
+ws=()
+for w in 1 2 3; do
+    ( for i in $(seq 25); do "$KCAP" arm "$pid" --status --timeout 10 >/dev/null 2>>"$T/conc.err" || echo x; done ) \
+        >"$T/conc.$w" &
+    ws+=($!)
+done
+wait "${ws[@]}"
+lost=$(cat "$T"/conc.* | wc -l)
+[ "$lost" = 0 ] && ok "75 status requests from 3 commands at once: every one answered" ||
+    { head -3 "$T/conc.err"; fail "$lost of 75 concurrent requests unanswered"; }
 touch "$T/stop"
 wait "$pid" || fail "client exit status"
 "$SNAPCMP" --expect 3 "$T/snaps" - >/dev/null && ok "armed snapshots validate" || fail "snapcmp"

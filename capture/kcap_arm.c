@@ -30,6 +30,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,8 @@ static void kcap_arm_reply(const char *nonce, const char *text)
         unlink(tmp);
 }
 
+static atomic_int a_log_claim;
+
 /* Consume the control file if present: claimed first by a rename to a name of ours, so a
  * request that arrives meanwhile stays under the request name for the next poll (removing
  * the name after reading it could remove a newer request unread). */
@@ -70,8 +73,14 @@ static void kcap_arm_poll_file(void)
     char req[PATH_MAX + 64], path[PATH_MAX + 64];
     snprintf(req, sizeof req, "%s/" KCAP_ARM_FILE_FMT, a_dir, (long)getpid());
     snprintf(path, sizeof path, "%s/.kcap-arm-claimed-%ld", a_dir, (long)getpid());
-    if (rename(req, path))
+    if (rename(req, path) && (errno == ENOENT || rmdir(path) || rename(req, path))) {
+        /* nothing there; else a directory in the way of the claim was removed and the claim
+           tried once more */
+        if (errno != ENOENT)
+            kcap_log_once(&a_log_claim, KCAP_LOG_WARN, "cannot take arm requests from %s: %s (remove %s "
+                          "if it is in the way)", req, strerror(errno), path);
         return;
+    }
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) { /* a symbolic link at the name (O_NOFOLLOW), or gone */
         kcap_log(KCAP_LOG_WARN, "refused arm request %s: it cannot be opened as a file", req);
@@ -91,7 +100,8 @@ static void kcap_arm_poll_file(void)
     else
         n = read(fd, buf, sizeof buf - 1);
     close(fd);
-    unlink(path);
+    if (unlink(path) && errno == EISDIR) /* a directory was put at the request's name */
+        rmdir(path);
     if (bad) {
         kcap_log(KCAP_LOG_WARN, "refused arm request %s: it %s", req, bad);
         return;

@@ -1,8 +1,8 @@
 /*
  * kcap_arm_client.c — the requesting side of libkcap's control channel, shared by `kcap arm`
  * and `kcap shadow`: a one-line command for one running process, written atomically
- * (temp + hard link, never over another command's pending request: put_request) as
- * ".kcap-arm-PID" into its capture directory (its KCAP_DIR from
+ * (a temporary file moved in with RENAME_NOREPLACE, never over another command's pending
+ * request: put_request) as ".kcap-arm-PID" into its capture directory (its KCAP_DIR from
  * /proc/PID/environ unless given) and naming the target's start time (/proc/PID/stat field
  * 22), so it can only ever reach that process; the target answers ".kcap-ack-PID.<nonce>" with
  * "ok ..." or "error ..." and its counters. Cases the answer cannot come from are refused up
@@ -135,35 +135,75 @@ int kcap_arm_target(const char *who, long pid, const char *need)
     return 0;
 }
 
-/* The request written in tmp put in place as fin, where the target reads it: linked (never
- * over a request still pending, another command's: wait for the target to take it, within
- * wait_s; *ms is the time spent), then closed once more for writing, which wakes a watcher
- * that waits for a file closed after writing (every libkcap's). A file system without hard
- * links gets the rename of before. Nonzero (and said) when it could not be put. */
+/* Move `from` to `to` unless `to` exists (EEXIST then): renameat2's RENAME_NOREPLACE, one
+ * atomic step the watcher wakes on (IN_MOVED_TO); where the file system lacks it, a hard link
+ * (then `from` removed) and a close for writing to wake the watcher; where it lacks links
+ * too, a plain rename, which can replace a pending request (the protocol of before). */
+static int move_noreplace(const char *from, const char *to)
+{
+    if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
+        return 0;
+    if (errno == EEXIST)
+        return -1;
+    if (link(from, to) == 0) {
+        unlink(from);
+        int fd = open(to, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    if (errno == EEXIST)
+        return -1;
+    return rename(from, to);
+}
+
+/* The request written in tmp put in place as fin, never over another command's pending one:
+ * while one is there, wait for the target to take it (within wait_s; *ms is the time spent),
+ * waking its watcher every 200 ms in case that request's own wakeup was lost (its command
+ * killed). Nonzero (and said) when it could not be put. */
 static int put_request(const char *who, const char *tmp, const char *fin, uint64_t wait_s, uint64_t *ms)
 {
     for (;; *ms += 20) {
-        if (link(tmp, fin) == 0)
+        if (move_noreplace(tmp, fin) == 0)
+            return 0;
+        if (errno != EEXIST)
             break;
-        if (errno == EPERM || errno == ENOTSUP || errno == EXDEV || errno == EMLINK) {
-            if (rename(tmp, fin) == 0) /* tmp is gone: the final withdrawal checks fin only */
-                return 0;
-        } else if (errno == EEXIST && *ms < wait_s * 1000) {
-            struct timespec ts = {0, 20 * 1000000L};
-            nanosleep(&ts, NULL);
-            continue;
-        }
-        if (errno == EEXIST)
+        if (*ms >= wait_s * 1000) {
             fprintf(stderr, "%s: another request to the process has been waiting in %s for %llu s; "
                             "nothing was sent (if no kcap arm or kcap shadow command is running, remove "
                             "that file)\n", who, fin, (unsigned long long)wait_s);
-        else
-            fprintf(stderr, "%s: cannot write %s: %s\n", who, fin, strerror(errno));
+            return 1;
+        }
+        if (*ms % 200 == 0) {
+            int fd = open(fin, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+            if (fd >= 0)
+                close(fd);
+        }
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    fprintf(stderr, "%s: cannot write %s: %s\n", who, fin, strerror(errno));
+    return 1;
+}
+
+/* An unanswered request taken back, if the target has not taken it: the name moved aside
+ * first (so neither the watcher nor a waiting command can change it meanwhile), then kept
+ * away if it is ours (the inode of `own`, held open), or put back if it is another command's.
+ * 1: it was ours and is withdrawn; 0: the target had taken ours. */
+static int withdraw_request(const char *fin, const char *aside, int own)
+{
+    struct stat o, a;
+    if (fstat(own, &o) || rename(fin, aside))
+        return 0; /* nothing under the name: taken */
+    if (!stat(aside, &a) && a.st_ino == o.st_ino && a.st_dev == o.st_dev) {
+        unlink(aside);
         return 1;
     }
-    int fd = open(fin, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    if (fd >= 0)
-        close(fd);
+    for (int i = 0; i < 50 && move_noreplace(aside, fin) && errno == EEXIST; i++) {
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    unlink(aside); /* put back, or (another request in its place for a second) given up */
     return 0;
 }
 
@@ -200,10 +240,12 @@ int kcap_arm_send(const char *who, long pid, const char *dir, const char *need,
     char nonce[16];
     snprintf(nonce, sizeof nonce, "%08x", r);
 
-    char tmp[4200], fin[4200], ack[4200];
+    char tmp[4200], fin[4200], ack[4200], aside[4200];
     snprintf(fin, sizeof fin, "%s/" KCAP_ARM_FILE_FMT, d, pid);
     snprintf(tmp, sizeof tmp, "%s/.kcap-arm-tmp-%ld-%s", d, (long)getpid(), nonce);
     snprintf(ack, sizeof ack, "%s/.kcap-ack-%ld.%s", d, pid, nonce);
+    snprintf(aside, sizeof aside, "%s/.kcap-arm-withdrawn-%ld-%s", d, (long)getpid(), nonce);
+    /* kept open to the end: the request's inode, ours while we hold it (withdraw_request) */
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
         fprintf(stderr, "%s: cannot write %s: %s\n", who, tmp, strerror(errno));
@@ -211,16 +253,15 @@ int kcap_arm_send(const char *who, long pid, const char *dir, const char *need,
     }
     char msg[KCAP_ARM_REQUEST_MAX];
     int n = snprintf(msg, sizeof msg, "start %llu\nnonce %s\n%s\n", start, nonce, cmd);
-    struct stat own;
-    if (write(fd, msg, (size_t)n) != n || close(fd) || stat(tmp, &own)) {
+    /* 0600 whatever the umask: the watcher wakes on a close for writing of it */
+    if (fchmod(fd, 0600) || write(fd, msg, (size_t)n) != n) {
         fprintf(stderr, "%s: cannot write %s: %s\n", who, tmp, strerror(errno));
-        unlink(tmp);
+        close(fd), unlink(tmp);
         return 1;
     }
     uint64_t ms = 0;
-    int rc = put_request(who, tmp, fin, wait_s, &ms);
-    if (rc) {
-        unlink(tmp);
+    if (put_request(who, tmp, fin, wait_s, &ms)) {
+        close(fd), unlink(tmp);
         return 1;
     }
     if (verbosity == KCAP_VERBOSE)
@@ -236,7 +277,7 @@ int kcap_arm_send(const char *who, long pid, const char *dir, const char *need,
                 got = read(afd, txt, sizeof txt - 1);
             close(afd);
             unlink(ack);
-            unlink(tmp);
+            close(fd);
             if (got <= 0) {
                 fprintf(stderr, "%s: unreadable answer in %s\n", who, ack);
                 return 1;
@@ -247,11 +288,8 @@ int kcap_arm_send(const char *who, long pid, const char *dir, const char *need,
         struct timespec ts = {0, 20 * 1000000L};
         nanosleep(&ts, NULL);
     }
-    struct stat now;
-    int taken = stat(fin, &now) || now.st_ino != own.st_ino || now.st_dev != own.st_dev;
-    if (!taken)
-        unlink(fin); /* withdrawn: a request must not outlive this command */
-    unlink(tmp);
+    int taken = !withdraw_request(fin, aside, fd); /* a request must not outlive this command */
+    close(fd);
     if (taken)
         fprintf(stderr, "%s: process %ld took the request but did not answer within %llu s: it may "
                         "still carry it out (ask again with --status)\n", who, pid, (unsigned long long)wait_s);

@@ -3,7 +3,8 @@
  * arm a running process whose libkcap.so was started dormant (KCAP_DORMANT=1 /
  * record --dormant), and say what really happened (the channel: kcap_arm_client.c).
  *
- * The request ".kcap-arm-PID" is written atomically (temp + rename) into the process's
+ * The request ".kcap-arm-PID" is written atomically (a temporary file moved in, never over
+ * another command's pending request) into the process's
  * capture directory (its KCAP_DIR from /proc/PID/environ unless --dir is given) and names the
  * target's start time (/proc/PID/stat field 22), so it can only ever arm that process. The
  * target answers ".kcap-ack-PID.<nonce>" with "ok ..." or "error ..." and its capture counters;

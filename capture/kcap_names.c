@@ -92,8 +92,9 @@ static long kcap_owner_pid(const char *name)
 {
     /* temp files (pid of their writer), then requests and replies (pid of the target) */
     static const char *const prefixes[] = {".kcap-tmp.", ".kcap-arm-tmp-", ".kcap-ack-tmp-",
-                                           ".kcap-arm-", ".kcap-ack-"};
-    static const char ends[] = {'.', '-', '-', '\0', '.'};
+                                           ".kcap-arm-withdrawn-", ".kcap-arm-claimed-", ".kcap-arm-",
+                                           ".kcap-ack-"};
+    static const char ends[] = {'.', '-', '-', '-', '\0', '\0', '.'};
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
         size_t pl = strlen(prefixes[i]);
         if (!strncmp(name, prefixes[i], pl)) {

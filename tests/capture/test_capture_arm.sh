@@ -35,6 +35,20 @@ wait "${ws[@]}"
 lost=$(cat "$T"/conc.* | wc -l)
 [ "$lost" = 0 ] && ok "75 status requests from 3 commands at once: every one answered" ||
     { head -3 "$T/conc.err"; fail "$lost of 75 concurrent requests unanswered"; }
+# a request whose wakeup was lost (linked in by a command killed before it woke the watcher)
+# does not block the next command, which wakes the watcher while it waits
+printf 'start %s\nnonce 0badc0de\nstatus\n' "$(awk '{print $22}' /proc/$pid/stat)" >"$T/stuck"
+ln "$T/stuck" "$T/snaps/.kcap-arm-$pid"
+"$KCAP" arm "$pid" --status --timeout 5 >"$T/after_stuck.out" 2>&1 &&
+    ok "a request left without its wakeup is taken, then the next command's is answered" ||
+    { cat "$T/after_stuck.out"; fail "stuck request blocks the channel"; }
+rm -f "$T/snaps/.kcap-ack-$pid.0badc0de"
+(umask 0277 && "$KCAP" arm "$pid" --status --timeout 5 >"$T/umask.out" 2>&1) &&
+    ok "a umask without owner write: the request still reaches the process" || { cat "$T/umask.out"; fail "umask 0277"; }
+mkdir "$T/snaps/.kcap-arm-claimed-$pid"
+"$KCAP" arm "$pid" --status --timeout 5 >"$T/claimdir.out" 2>&1 && [ ! -e "$T/snaps/.kcap-arm-claimed-$pid" ] &&
+    ok "a directory in the way of the watcher's claim is removed, the request answered" ||
+    { cat "$T/claimdir.out"; fail "directory at the claimed name"; }
 touch "$T/stop"
 wait "$pid" || fail "client exit status"
 "$SNAPCMP" --expect 3 "$T/snaps" - >/dev/null && ok "armed snapshots validate" || fail "snapcmp"

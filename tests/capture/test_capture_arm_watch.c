@@ -39,7 +39,8 @@ static int shadow_handler(const char *cmd, char *reply, size_t n)
     return 0;
 }
 
-/* Write a request (temp + rename, as kcap arm does) and wait up to 3 s for its answer; the
+/* Write a request (temp + rename, as kcap arm did before it stopped replacing a pending
+ * request; the watcher takes both) and wait up to 3 s for its answer; the
  * answer text in out, or "" when none came. */
 static void request(unsigned long long start, const char *nonce, const char *cmd, char *out,
                     size_t n)

@@ -4,7 +4,8 @@
  * The copy is read from the path in one pass and hashed on the way, so the hash reported
  * in the output is the hash of the exact bytes that ran, even if the build rewrites the
  * file a moment later. The temporary directory is per library instance: concurrent replays
- * (or a watch loop) never share or race on names.
+ * (or a watch loop) never share or race on names; it and the copy are removed as soon as the
+ * copy is loaded.
  */
 #include "kcap_kernlib.h"
 
@@ -189,6 +190,11 @@ int kcap_kernlib_open(const char *path, kcap_kernlib **out, kcap_error *err)
     }
     dlerror();
     k->handle = dlopen(k->copy, RTLD_NOW | RTLD_LOCAL);
+    /* loaded (or not): the copy's name is no longer needed, the mapping stays; removed now,
+       a replay that the candidate crashes or that is killed leaves nothing behind */
+    unlink(k->copy);
+    rmdir(k->tmpdir);
+    k->copy[0] = k->tmpdir[0] = '\0';
     if (!k->handle) {
         const char *why = dlerror();
         kcap_error_set(err, KCAP_ERR_LIBRARY,

@@ -5,8 +5,9 @@
  * in place can hand back the old code. So the library is first copied to a private file
  * (mkstemps in a 0700 temporary directory) and that copy is dlopen'ed RTLD_NOW|RTLD_LOCAL:
  * a new inode every run, symbols resolved up front (a half-written .so fails here, not in
- * the middle of a case), nothing leaked into the global namespace. kcap_kernlib_free()
- * dlcloses and unlinks the copy.
+ * the middle of a case), nothing leaked into the global namespace. The copy and its
+ * directory are removed as soon as the copy is loaded (a replay killed or crashed by its
+ * candidate leaves nothing); kcap_kernlib_free() dlcloses it.
  */
 #ifndef KCAP_KERNLIB_H
 #define KCAP_KERNLIB_H

@@ -256,4 +256,18 @@ rc=$?
 [ $rc -eq 1 ] && grep -q "num-slots-2e59.h5: rebuild vattn_verify: kv_cache: a pool of 576460752303423488 rows" "$T/hostile.out" ||
     { fail "replay of tests/replay/hostile: exit $rc (134 = heap corruption)"; cat "$T/hostile.out"; }
 
+# the private copy of the library is gone once it is loaded: a replay killed mid-run (or
+# crashed by its candidate) leaves nothing in TMPDIR
+SLOWLIB=$B/tests/libverify_attn_cpu_slow.so
+if [ -f "$SLOWLIB" ]; then
+    mkdir -p "$T/tmpd"
+    TMPDIR="$T/tmpd" "$KCAP" replay "$T/snaps" --kernel "$SLOWLIB" --ref none --bench --iters 50 >/dev/null 2>&1 &
+    rp=$!
+    sleep 1
+    left=$(ls -A "$T/tmpd" | wc -l)
+    kill -9 $rp 2>/dev/null; wait $rp 2>/dev/null
+    [ "$left" = 0 ] && [ -z "$(ls -A "$T/tmpd")" ] && ok "the library's private copy is removed once loaded: a killed replay leaves nothing" ||
+        fail "a running replay keeps its library copy in TMPDIR ($left entries), left behind when it is killed"
+fi
+
 finish "all replay CPU checks passed"

@@ -15,7 +15,7 @@
  * pid (container restart) is refused, never armed. The directory itself was
  * checked private at init (kcap_capture.c).
  *
- * Requests are serialised by the requesters (kcap_arm_client.c links a request in only while
+ * Requests are serialised by the requesters (kcap_arm_client.c moves a request in only while
  * none is pending), and this side claims one by renaming it away before reading it.
  *
  * Request: "start <ticks>\nnonce <hex>\n" then "count N" | "off" | "status".
@@ -73,13 +73,16 @@ static void kcap_arm_poll_file(void)
     char req[PATH_MAX + 64], path[PATH_MAX + 64];
     snprintf(req, sizeof req, "%s/" KCAP_ARM_FILE_FMT, a_dir, (long)getpid());
     snprintf(path, sizeof path, "%s/.kcap-arm-claimed-%ld", a_dir, (long)getpid());
-    if (rename(req, path) && (errno == ENOENT || rmdir(path) || rename(req, path))) {
-        /* nothing there; else a directory in the way of the claim was removed and the claim
-           tried once more */
-        if (errno != ENOENT)
+    if (rename(req, path)) {
+        int e = errno;
+        if (e == ENOENT) /* nothing there */
+            return;
+        /* a directory in the way of the claim is removed and the claim tried once more */
+        if (rmdir(path) || rename(req, path)) {
             kcap_log_once(&a_log_claim, KCAP_LOG_WARN, "cannot take arm requests from %s: %s (remove %s "
-                          "if it is in the way)", req, strerror(errno), path);
-        return;
+                          "if it is in the way)", req, strerror(e), path);
+            return;
+        }
     }
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) { /* a symbolic link at the name (O_NOFOLLOW), or gone */

@@ -7,7 +7,8 @@
  * 22), so it can only ever reach that process; the target answers ".kcap-ack-PID.<nonce>" with
  * "ok ..." or "error ..." and its counters. Cases the answer cannot come from are refused up
  * front (no libkcap, not listening, a relative KCAP_DIR, a directory other users can write,
- * another user's process); an unanswered request is withdrawn, never left behind.
+ * another user's process); an unanswered request not yet taken is withdrawn, never left
+ * behind.
  */
 #include "kcap_arm_client.h"
 #include "kcap_arm.h"
@@ -141,10 +142,12 @@ int kcap_arm_target(const char *who, long pid, const char *need)
  * too, a plain rename, which can replace a pending request (the protocol of before). */
 static int move_noreplace(const char *from, const char *to)
 {
+#ifdef RENAME_NOREPLACE /* glibc 2.28; an older one goes straight to the link */
     if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
         return 0;
     if (errno == EEXIST)
         return -1;
+#endif
     if (link(from, to) == 0) {
         unlink(from);
         int fd = open(to, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
@@ -186,15 +189,17 @@ static int put_request(const char *who, const char *tmp, const char *fin, uint64
     return 1;
 }
 
-/* An unanswered request taken back, if the target has not taken it: the name moved aside
- * first (so neither the watcher nor a waiting command can change it meanwhile), then kept
- * away if it is ours (the inode of `own`, held open), or put back if it is another command's.
+/* An unanswered request taken back, if the target has not taken it: when the name holds ours
+ * (the inode of `own`, held open) it is moved aside (so neither the watcher nor a waiting
+ * command can change it meanwhile) and checked again: kept away if still ours, put back if
+ * another command's had taken its place in between.
  * 1: it was ours and is withdrawn; 0: the target had taken ours. */
 static int withdraw_request(const char *fin, const char *aside, int own)
 {
     struct stat o, a;
-    if (fstat(own, &o) || rename(fin, aside))
-        return 0; /* nothing under the name: taken */
+    /* another command's request under the name (ours was taken) is left alone */
+    if (fstat(own, &o) || stat(fin, &a) || a.st_ino != o.st_ino || a.st_dev != o.st_dev || rename(fin, aside))
+        return 0;
     if (!stat(aside, &a) && a.st_ino == o.st_ino && a.st_dev == o.st_dev) {
         unlink(aside);
         return 1;

@@ -90,7 +90,8 @@ int kcap_snapshot_name(char *out, size_t n, const char *dir, const char *call, i
 /* The pid that a kcap-made name carries, or 0 when the name is not one of ours. */
 static long kcap_owner_pid(const char *name)
 {
-    /* temp files (pid of their writer), then requests and replies (pid of the target) */
+    /* temp files and withdrawn requests (pid of their writer), then requests, claimed ones
+       and replies (pid of the target) */
     static const char *const prefixes[] = {".kcap-tmp.", ".kcap-arm-tmp-", ".kcap-ack-tmp-",
                                            ".kcap-arm-withdrawn-", ".kcap-arm-claimed-", ".kcap-arm-",
                                            ".kcap-ack-"};

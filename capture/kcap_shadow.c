@@ -531,14 +531,14 @@ void kcap_shadow_summary(const char *dir)
 {
     if (!g.handle)
         return;
-    if (dir != g_dir)
-        snprintf(g_dir, sizeof g_dir, "%s", dir);
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/shadow-%s-p%ld.json", dir, kcap_run_id(), (long)getpid());
     kcap_shadow_view *v = calloc(1, sizeof *v);
     if (!v)
         return;
-    pthread_mutex_lock(&g_summary_lock);
+    pthread_mutex_lock(&g_summary_lock); /* also over g_dir, which the other writers read */
+    if (dir != g_dir)
+        snprintf(g_dir, sizeof g_dir, "%s", dir);
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/shadow-%s-p%ld.json", g_dir, kcap_run_id(), (long)getpid());
     pthread_mutex_lock(&g.lock); /* a copy under the lock; the file work after it */
     snprintf(v->path, sizeof v->path, "%s", g.path);
     snprintf(v->hash, sizeof v->hash, "%s", g.hash);

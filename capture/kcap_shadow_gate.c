@@ -42,9 +42,13 @@ void kcap_gate_parse(const char *doc, kcap_gate_result *g)
     if (s && sscanf(s, "\"summary\":{\"cases\":%d,\"passed\":%d,\"failed\":%d,\"errors\":%d", &g->cases,
                     &g->passed, &failed, &g->errors) == 4)
         g->have = 1;
-    for (const char *c = doc; (c = strstr(c, "\"captured_status\":")); c++) {
+    /* a case that ran and failed with another status than at capture (one that could not
+       run keeps replay_status 0 and is an error, not this); "status" is a key of cases only */
+    for (const char *c = doc; (c = strstr(c, "\"status\":\"")); c++) {
+        const char *st = strstr(c, "\"captured_status\":");
         int cs, rs;
-        if (sscanf(c, "\"captured_status\":%d,\"replay_status\":%d", &cs, &rs) == 2 && cs != rs)
+        if (!strncmp(c + strlen("\"status\":\""), "fail\"", 5) && st &&
+            sscanf(st, "\"captured_status\":%d,\"replay_status\":%d", &cs, &rs) == 2 && cs != rs)
             g->status_mismatch++;
     }
     /* `failed` counts the errors too, and a case whose status differs */
@@ -110,9 +114,10 @@ int kcap_gate_run(const char *dir, const char *cand, char tol[KCAP_NTOL][32], in
     char *doc = p > 0 ? read_all(pfd[0]) : NULL;
     close(pfd[0]);
     int st = 0;
-    while (p > 0 && waitpid(p, &st, 0) < 0 && errno == EINTR)
+    pid_t w = -1;
+    while (p > 0 && (w = waitpid(p, &st, 0)) < 0 && errno == EINTR)
         ;
-    if (p > 0) {
+    if (p > 0 && w == p) { /* else (SIGCHLD ignored: no status to wait for) rc stays -1: no pass */
         g->rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
         g->signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
     }

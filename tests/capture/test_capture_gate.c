@@ -58,6 +58,15 @@ int main(void)
     TK_CHECK(says(&g, "fails 1 of the 3 snapshots in /d (outside tolerance; it also returned other statuses "
                       "than at capture; 1 more could not be replayed)"), "mixed: all three said");
 
+    /* a case that could not run keeps replay_status 0: an error, not a status mismatch, even
+       when its call had failed at capture */
+    g = parse(DOC("null", CASE("/d/a.h5", "error", 3, 0) "," CASE("/d/b.h5", "fail", 0, 0),
+                  "{\"cases\":2,\"passed\":0,\"failed\":2,\"errors\":1,\"wall_ms\":1}"));
+    TK_CHECK(g.errors == 1 && g.status_mismatch == 0 && g.beyond == 1, "an error case captured with status 3: "
+             "1 error, 0 mismatches, 1 outside tolerance (%d %d %d)", g.errors, g.status_mismatch, g.beyond);
+    TK_CHECK(says(&g, "fails 1 of the 2 snapshots in /d (outside tolerance; 1 more could not be replayed)"),
+             "said as outside tolerance");
+
     g = parse(DOC("null", CASE("/d/a.h5", "fail", 0, 3) "," CASE("/d/b.h5", "fail", 0, 3),
                   "{\"cases\":2,\"passed\":0,\"failed\":2,\"errors\":0,\"wall_ms\":1}"));
     TK_CHECK(g.status_mismatch == 2 && g.beyond == 0, "a candidate returning errors: 2 status mismatches, "

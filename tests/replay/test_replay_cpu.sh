@@ -259,15 +259,19 @@ rc=$?
 # the private copy of the library is gone once it is loaded: a replay killed mid-run (or
 # crashed by its candidate) leaves nothing in TMPDIR
 SLOWLIB=$B/tests/libverify_attn_cpu_slow.so
-if [ -f "$SLOWLIB" ]; then
-    mkdir -p "$T/tmpd"
-    TMPDIR="$T/tmpd" "$KCAP" replay "$T/snaps" --kernel "$SLOWLIB" --ref none --bench --iters 50 >/dev/null 2>&1 &
-    rp=$!
-    sleep 1
-    left=$(ls -A "$T/tmpd" | wc -l)
-    kill -9 $rp 2>/dev/null; wait $rp 2>/dev/null
-    [ "$left" = 0 ] && [ -z "$(ls -A "$T/tmpd")" ] && ok "the library's private copy is removed once loaded: a killed replay leaves nothing" ||
-        fail "a running replay keeps its library copy in TMPDIR ($left entries), left behind when it is killed"
-fi
+require "$SLOWLIB"
+mkdir -p "$T/tmpd"
+TMPDIR="$T/tmpd" "$KCAP" replay "$T/snaps" --kernel "$SLOWLIB" --ref none --bench --iters 50 >/dev/null 2>&1 &
+rp=$!
+loaded=0 # until the replay has the copy mapped (its cases then take seconds: 20 ms a call)
+for _ in $(seq 200); do
+    grep -q "$T/tmpd/kcap-replay-.*libverify_attn_cpu_slow" "/proc/$rp/maps" 2>/dev/null && { loaded=1; break; }
+    sleep 0.05
+done
+left=$(ls -A "$T/tmpd" | wc -l)
+kill -9 $rp 2>/dev/null; wait $rp 2>/dev/null
+[ $loaded = 1 ] && [ "$left" = 0 ] && [ -z "$(ls -A "$T/tmpd")" ] &&
+    ok "the library's private copy is removed once loaded: a killed replay leaves nothing" ||
+    fail "a running replay (copy mapped: $loaded) keeps its library copy in TMPDIR ($left entries), left behind when it is killed"
 
 finish "all replay CPU checks passed"

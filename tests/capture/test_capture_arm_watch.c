@@ -11,6 +11,7 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,5 +93,18 @@ int main(void)
     request(me, "0000ffff", "shadow /x/cand.so", out, sizeof out);
     TK_CHECK(strstr(out, "ok shadow got 'shadow /x/cand.so'") && g_shadow_calls == 1 && g_calls == 2,
              "shadow request to the shadow handler: '%s'", out);
+    DIR *d = opendir(g_dir); /* the directory and whatever the refused requests left in it */
+    int left = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char p[PATH_MAX + 300];
+        if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
+            continue;
+        snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
+        left += unlink(p) == 0;
+    }
+    if (d)
+        closedir(d);
+    TK_CHECK(left == 0, "no request or answer left in the directory (%d)", left);
+    rmdir(g_dir);
     return tk_summary("test_capture_arm_watch");
 }

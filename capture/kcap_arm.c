@@ -143,6 +143,13 @@ static void kcap_arm_poll_file(void)
     kcap_arm_reply(nonce, reply);
 }
 
+/* The 200 ms between two reads of the request name when no inotify event can come. */
+static void poll_pause(void)
+{
+    struct timespec ts = {0, 200 * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
 static void *kcap_arm_main(void *arg)
 {
     (void)arg;
@@ -157,8 +164,7 @@ static void *kcap_arm_main(void *arg)
     }
     if (fd < 0) {
         for (;;) {
-            struct timespec ts = {0, 200 * 1000000L};
-            nanosleep(&ts, NULL);
+            poll_pause();
             kcap_arm_poll_file();
         }
     }
@@ -168,8 +174,7 @@ static void *kcap_arm_main(void *arg)
         if (!watching) {
             /* the directory was removed (or renamed): its watch is gone; wait for one of
                that name to come back, and read a request that may already be there */
-            struct timespec ts = {0, 200 * 1000000L};
-            nanosleep(&ts, NULL);
+            poll_pause();
             if (inotify_add_watch(fd, a_dir, mask) >= 0)
                 watching = 1;
             kcap_arm_poll_file();
@@ -179,8 +184,7 @@ static void *kcap_arm_main(void *arg)
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            struct timespec ts = {0, 200 * 1000000L};
-            nanosleep(&ts, NULL);
+            poll_pause();
             kcap_arm_poll_file();
             continue;
         }

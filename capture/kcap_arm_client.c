@@ -136,6 +136,26 @@ int kcap_arm_target(const char *who, long pid, const char *need)
     return 0;
 }
 
+/* Sleep ms milliseconds (the waits of a request: each 20 ms). */
+static void nap_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* A close for writing of the request name: what every libkcap's watcher wakes on. */
+static void wake_watcher(const char *fin)
+{
+    int fd = open(fin, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd >= 0)
+        close(fd);
+}
+
+static int same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_ino == b->st_ino && a->st_dev == b->st_dev;
+}
+
 /* Move `from` to `to` unless `to` exists (EEXIST then): renameat2's RENAME_NOREPLACE, one
  * atomic step the watcher wakes on (IN_MOVED_TO); where the file system lacks it, a hard link
  * (then `from` removed) and a close for writing to wake the watcher; where it lacks links
@@ -150,9 +170,7 @@ static int move_noreplace(const char *from, const char *to)
 #endif
     if (link(from, to) == 0) {
         unlink(from);
-        int fd = open(to, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-        if (fd >= 0)
-            close(fd);
+        wake_watcher(to);
         return 0;
     }
     if (errno == EEXIST)
@@ -177,13 +195,9 @@ static int put_request(const char *who, const char *tmp, const char *fin, uint64
                             "that file)\n", who, fin, (unsigned long long)wait_s);
             return 1;
         }
-        if (*ms % 200 == 0) {
-            int fd = open(fin, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-            if (fd >= 0)
-                close(fd);
-        }
-        struct timespec ts = {0, 20 * 1000000L};
-        nanosleep(&ts, NULL);
+        if (*ms % 200 == 0)
+            wake_watcher(fin);
+        nap_ms(20);
     }
     fprintf(stderr, "%s: cannot write %s: %s\n", who, fin, strerror(errno));
     return 1;
@@ -198,16 +212,14 @@ static int withdraw_request(const char *fin, const char *aside, int own)
 {
     struct stat o, a;
     /* another command's request under the name (ours was taken) is left alone */
-    if (fstat(own, &o) || stat(fin, &a) || a.st_ino != o.st_ino || a.st_dev != o.st_dev || rename(fin, aside))
+    if (fstat(own, &o) || stat(fin, &a) || !same_file(&a, &o) || rename(fin, aside))
         return 0;
-    if (!stat(aside, &a) && a.st_ino == o.st_ino && a.st_dev == o.st_dev) {
+    if (!stat(aside, &a) && same_file(&a, &o)) {
         unlink(aside);
         return 1;
     }
-    for (int i = 0; i < 50 && move_noreplace(aside, fin) && errno == EEXIST; i++) {
-        struct timespec ts = {0, 20 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
+    for (int i = 0; i < 50 && move_noreplace(aside, fin) && errno == EEXIST; i++)
+        nap_ms(20);
     unlink(aside); /* put back, or (another request in its place for a second) given up */
     return 0;
 }
@@ -290,8 +302,7 @@ int kcap_arm_send(const char *who, long pid, const char *dir, const char *need,
             txt[got] = '\0';
             return show_reply(who, pid, txt, verbosity == KCAP_QUIET);
         }
-        struct timespec ts = {0, 20 * 1000000L};
-        nanosleep(&ts, NULL);
+        nap_ms(20);
     }
     int taken = !withdraw_request(fin, aside, fd); /* a request must not outlive this command */
     close(fd);

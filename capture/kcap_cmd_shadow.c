@@ -33,7 +33,8 @@
 static int usage(FILE *f)
 {
     fprintf(f, "usage: kcap shadow PID CAND.so [--force] [--atol A] [--rtol R] [--lse-atol A]\n"
-               "                   [--lse-rtol R] | --off | --status  [--dir DIR] [--timeout SEC]\n"
+               "                   [--lse-rtol R] [--gate-timeout SEC] | --off | --status\n"
+               "                   [--dir DIR] [--timeout SEC]\n"
                "  swaps the candidate kernel of a process started in shadow mode (KCAP_SHADOW,\n"
                "  kcap record --shadow), stops shadow mode, or prints its live summary.\n"
                "  A new candidate must first pass `kcap replay` on the snapshots in the\n"
@@ -44,6 +45,8 @@ static int usage(FILE *f)
                "                     the replay first (kcap replay's options); one not given is\n"
                "                     the process's own (KCAP_SHADOW_ATOL ..., else replay's)\n"
                "  --timeout SEC      wait this long for the process's answer (default 5)\n"
+               "  --gate-timeout SEC kill the replay of the snapshots if it runs longer (default\n"
+               "                     600; 0 = no limit): a candidate that hangs is refused\n"
                "  -q, --quiet        print nothing when the process confirmed (errors only)\n"
                "  -v, --verbose      also say where the request went and show the replay\n"
                "  -h, --help         this text\n");
@@ -80,7 +83,7 @@ int kcap_cmd_shadow(int argc, char **argv)
     static const struct option lo[] = {
         {"off", no_argument, 0, 'O'},       {"status", no_argument, 0, 'S'},
         {"force", no_argument, 0, 'F'},     {"dir", required_argument, 0, 'D'},
-        {"timeout", required_argument, 0, 'W'},
+        {"timeout", required_argument, 0, 'W'}, {"gate-timeout", required_argument, 0, 'G'},
         {"atol", required_argument, 0, O_TOL + KCAP_TOL_ATOL},
         {"rtol", required_argument, 0, O_TOL + KCAP_TOL_RTOL},
         {"lse-atol", required_argument, 0, O_TOL + KCAP_TOL_LSE_ATOL},
@@ -88,7 +91,7 @@ int kcap_cmd_shadow(int argc, char **argv)
     int off = 0, status = 0, force = 0, verbosity = KCAP_NORMAL, ch, ntol = 0;
     int tol_given[KCAP_NTOL] = {0};
     double tol[KCAP_NTOL] = {0};
-    uint64_t wait_s = 5, u;
+    uint64_t wait_s = 5, gate_s = 600, u;
     const char *dir = NULL;
     optind = 0;
     while ((ch = kcap_cli_getopt("shadow", argc, argv, KCAP_CLI_COMMON_SHORT, lo)) != -1) {
@@ -102,6 +105,13 @@ int kcap_cmd_shadow(int argc, char **argv)
             if (kcap_parse_u64(optarg, &wait_s) || wait_s > 3600) {
                 kcap_cli_usage_error("shadow", "--timeout '%s' is not a number of seconds "
                                      "(0..3600)", optarg);
+                return 2;
+            }
+            break;
+        case 'G':
+            if (kcap_parse_u64(optarg, &gate_s) || gate_s > 86400) {
+                kcap_cli_usage_error("shadow", "--gate-timeout '%s' is not a number of seconds "
+                                     "(0..86400; 0 = no limit)", optarg);
                 return 2;
             }
             break;
@@ -189,7 +199,7 @@ int kcap_cmd_shadow(int argc, char **argv)
                 printf("kcap shadow: no snapshots in %s to replay the candidate against first\n", d);
         } else {
             kcap_gate_result g;
-            int pass = kcap_gate_run(d, abs, tols, verbosity == KCAP_VERBOSE, &g);
+            int pass = kcap_gate_run(d, abs, tols, verbosity == KCAP_VERBOSE, (int)gate_s, &g);
             if (!pass && !force) {
                 kcap_gate_say(stderr, abs, d, &g, "; not armed (--force arms it anyway)\n");
                 fprintf(stderr, "kcap shadow: run `kcap replay '%s' --kernel '%s'%s` to see where\n", d, abs,

@@ -200,6 +200,8 @@ void kcap_config_defaults(kcap_config *c)
     c->shadow_tol[KCAP_TOL_LSE_RTOL] = KCAP_CMP_RTOL_F32;
     c->graph_twins = 1; /* a disarmed graph replay runs none of kcap's nodes (docs/PERF.md) */
     c->shadow_graphs = 1; /* shadow mode judges graph replays too (test_capture_gpu_shadow.sh) */
+    c->shadow_thread = 0; /* opt-in: less host time, more stream time (docs/PERF.md) */
+    c->shadow_hold_ms = 100;
 }
 
 #define BAD(...)                                                                           \
@@ -300,6 +302,13 @@ int kcap_config_parse(kcap_config *c, kcap_getenv_fn get, void *ud, char *why, s
         BAD("KCAP_GRAPH_TWINS='%.64s' is not 0 or 1", v);
     if ((v = get("KCAP_SHADOW_GRAPHS", ud)) && *v && kcap_parse_bool(v, &c->shadow_graphs))
         BAD("KCAP_SHADOW_GRAPHS='%.64s' is not 0 or 1", v);
+    if ((v = get("KCAP_SHADOW_THREAD", ud)) && *v && kcap_parse_bool(v, &c->shadow_thread))
+        BAD("KCAP_SHADOW_THREAD='%.64s' is not 0 or 1", v);
+    if ((v = get("KCAP_SHADOW_HOLD_MS", ud)) && *v) {
+        if (kcap_parse_u64(v, &u) || !u || u > 60000)
+            BAD("KCAP_SHADOW_HOLD_MS='%.64s' is not a number of milliseconds in 1..60000", v);
+        c->shadow_hold_ms = (int)u;
+    }
     if ((v = get("KCAP_FLUSH_TIMEOUT", ud)) && *v) {
         if (kcap_parse_u64(v, &u) || u > 3600)
             BAD("KCAP_FLUSH_TIMEOUT='%.64s' is not a number of seconds in 0..3600", v);

@@ -49,6 +49,8 @@ typedef struct kcap_config {
     int dormant;             /* KCAP_DORMANT=1 */
     int graph_twins;         /* KCAP_GRAPH_TWINS: clean twins of CUDA graphs (default 1) */
     int shadow_graphs;       /* KCAP_SHADOW_GRAPHS: shadow calls in CUDA graph capture (default 1) */
+    int shadow_thread;       /* KCAP_SHADOW_THREAD: eager candidates launched by kcap's thread (0) */
+    int shadow_hold_ms;      /* KCAP_SHADOW_HOLD_MS: the service stream's longest wait for it */
     int log;                 /* KCAP_LOG quiet|warn|info */
     int flush_ms;            /* KCAP_FLUSH_TIMEOUT seconds at exit, as ms */
     int fork_follow;         /* KCAP_FORK=follow (child captures into its own files) | dormant */

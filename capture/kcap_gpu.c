@@ -369,6 +369,7 @@ int kcap_gpu_own_function(const void *f) { return kcap_gpu_own_kind(f) != 0; }
 void kcap_gpu_shutdown(int timeout_ms)
 {
     kring *r = g_ring;
+    kcap_shadow_async_stop(); /* calls from now on launch their candidates themselves */
     if (!r || !r->drainer_running)
         return;
     uint64_t end = kcap_now_ns() + (uint64_t)timeout_ms * 1000000ull;
@@ -391,6 +392,7 @@ void kcap_gpu_atfork_child(void)
     g_ring = NULL;
     pthread_mutex_init(&kcap_g_ring_lock, NULL);
     kcap_gpu_shadow_graph_atfork_child();
+    kcap_shadow_async_atfork_child();
 }
 
 void kcap_gpu_nomem_log(unsigned long long free_b, unsigned long long total_b, unsigned long long want)

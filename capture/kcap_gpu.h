@@ -34,9 +34,11 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
 /* What the drainer reports of a shadowed call (the policy layer registers it), args being
  * the production call's: KCAP_SHADOW_AGREED (snap, cand NULL); KCAP_SHADOW_DIVERGED, snap
  * holding its inputs and production outputs and cand the candidate's outputs; or
- * KCAP_SHADOW_LOST, divergent but not staged (ring full...: counted by the ring too).
+ * KCAP_SHADOW_LOST, divergent but not staged (ring full...: counted by the ring too); or
+ * KCAP_SHADOW_UNJUDGED, a call whose stream went on before its candidate had run (the worker
+ * thread's watchdog let it go; kcap_gpu_shadow_async.c): what it compared may have changed.
  * Returns 1 to keep snap (the sink has added the candidate's outputs to it). */
-enum { KCAP_SHADOW_AGREED = 0, KCAP_SHADOW_DIVERGED = 1, KCAP_SHADOW_LOST = 2 };
+enum { KCAP_SHADOW_AGREED = 0, KCAP_SHADOW_DIVERGED = 1, KCAP_SHADOW_LOST = 2, KCAP_SHADOW_UNJUDGED = 3 };
 typedef struct {
     double prod_us, cand_us; /* stream time of each call (CUDA events); < 0 when unknown */
     unsigned long long cand_gen; /* the caller's cand_gen when the call (or graph) was made */
@@ -49,6 +51,10 @@ void kcap_gpu_set_shadow_sink(kcap_gpu_shadow_sink f);
  * kcap_shadow_tol; without one, replay's defaults). */
 typedef kcap_cmp_tol (*kcap_gpu_shadow_tol_fn)(kcap_dtype dt);
 void kcap_gpu_set_shadow_tol(kcap_gpu_shadow_tol_fn f);
+/* A candidate that returned status (not OK) on a call whose candidate part kcap's worker
+ * thread ran (the calling thread had already returned): the policy layer switches it off. */
+typedef void (*kcap_gpu_shadow_fail_fn)(const kcap_call_desc *d, int status, uint64_t seq);
+void kcap_gpu_set_shadow_fail(kcap_gpu_shadow_fail_fn f);
 /* 1 when f (a CUfunction, e.g. from a graph kernel node's parameters) is one of libkcap's
  * own kernels (gate, staging, ring control, shadow compare): a graph's kcap nodes. */
 int kcap_gpu_own_function(const void *f);

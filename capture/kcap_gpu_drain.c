@@ -276,7 +276,11 @@ static void kcap_drain_one(kring *r, const kbell *b)
         rc = snap ? kcap_call_record(d, s->args, KCAP_ARG_IN, &ops, snap, &err) : KCAP_ERR_NOMEM;
         if (!rc)
             rc = kcap_call_record(d, s->args, KCAP_ARG_OUT, &ops, snap, &err);
-        if (!rc && s->shadow && s->status == KCAP_CALL_OK) {
+        if (!rc && s->shadow && !s->graph && kcap_shadow_async_let_go(b->site_id, s->gen)) {
+            /* the service went on before this chain had read its inputs: not a finding */
+            kcap_gpu_shadow_report(r, s, KCAP_SHADOW_UNJUDGED, NULL, NULL);
+            not_kept = 1;
+        } else if (!rc && s->shadow && s->status == KCAP_CALL_OK) {
             /* the compare found a divergence: the candidate's outputs were staged too */
             kcap_snapshot *cs = kcap_snapshot_create();
             rc = cs ? kcap_call_record_scalars(d, s->cargs, cs, &err) : KCAP_ERR_NOMEM;
@@ -365,11 +369,14 @@ static void kcap_settle_eager_drops(kring *r)
         int k = kcap_eager_outcome(o, judged, judged ? r->cmp_out[i].verdict : 0, s->gen);
         if (k == KCAP_EAGER_WAIT || k == KCAP_EAGER_STAGED || !atomic_exchange(&s->pending, 0))
             continue;
+        /* let go before its candidate ran (its inputs may have changed): no verdict */
+        int unjudged = judged && kcap_shadow_async_let_go(i, s->gen);
         /* a shadowed call the compare found in agreement was not staged: judged, not kept */
-        if (k == KCAP_EAGER_AGREED) /* judged; a lost divergence is counted as the ring's drop */
+        if (k == KCAP_EAGER_AGREED || (unjudged && k != KCAP_EAGER_LOST)) /* a lost one is the ring's drop */
             atomic_fetch_add(&kcap_g_stats.shadow_not_kept, 1);
         if (judged)
-            kcap_gpu_shadow_report(r, s, k == KCAP_EAGER_AGREED ? KCAP_SHADOW_AGREED : KCAP_SHADOW_LOST,
+            kcap_gpu_shadow_report(r, s, unjudged ? KCAP_SHADOW_UNJUDGED : k == KCAP_EAGER_AGREED ? KCAP_SHADOW_AGREED
+                                                                                        : KCAP_SHADOW_LOST,
                                    NULL, NULL);
         kcap_gpu_unit_settled(0);
     }

@@ -86,6 +86,13 @@ typedef struct ksite {
     size_t cand_cap;
     CUevent tev[4];         /* timing: production start, end; candidate start, end */
     int timed;              /* tev[] recorded for this call (1 eager call in KCAP_SHADOW_TIME_EVERY) */
+    /* the rest of an eager shadowed call after production (kcap_shadow_eager_chain): queued
+       by the calling thread, or by the worker thread on a side stream (kcap_gpu_shadow_async.c) */
+    kcap_call_fn cand_fn;
+    size_t cand_wsb, cand_out; /* the candidate's workspace bytes; its outputs' bytes */
+    kcmp_args ca;
+    CUevent ready;          /* production has run (the side chain waits for it) */
+    CUstream side;
     /* shadow mode in CUDA graphs: the compare's slot (result in gcmp_out) and what the
        drainer has reported of its running totals; both paths: the policy's number of the
        candidate the call was launched with (kcap_gpu_shadow's cand_gen) */
@@ -223,6 +230,23 @@ CUresult kcap_shadow_poison_launch(kring *r, CUdeviceptr p, size_t bytes, CUstre
  * stage 0: the compare alone, no gate (a failed candidate's graph nodes: nothing is staged). */
 CUresult kcap_shadow_judge_launch(kring *r, ksite *s, int sid, int force, kcmp_args *ca, int stage,
                                   CUstream st);
+/* The candidate's part of an eager shadowed call, on st after production: poison, the
+ * candidate (its status in *cst; not OK: nothing of kcap's after it), the compare and
+ * staging. Returns the first failed launch of kcap's. */
+CUresult kcap_shadow_eager_chain(kring *r, ksite *s, int sid, CUstream st, int *cst);
+/* Shadow mode's worker thread (kcap_gpu_shadow_async.c): after the production call on st,
+ * queue st's wait for the site's chain and hand the chain to the worker (0), or do nothing
+ * (-1: off, unavailable, no side stream; the caller runs the chain in stream). */
+int kcap_shadow_async_submit(kring *r, ksite *s, int sid, CUstream st);
+/* The drainer: 1 when eager site sid's call gen was let go before its chain ran (what the
+ * chain read may have changed: the call is reported KCAP_SHADOW_UNJUDGED). */
+int kcap_shadow_async_let_go(int sid, unsigned int gen);
+/* A call of entry point `call` with candidate cand_gen has run in stream (its module is
+ * loaded): later ones may go through the worker. */
+void kcap_shadow_async_warm(int call, unsigned long long cand_gen);
+/* A forked child has no worker thread, and an exiting process takes no new job: off. */
+void kcap_shadow_async_atfork_child(void);
+void kcap_shadow_async_stop(void);
 /* The graph path (kcap_gpu_shadow_graph.c): a call in CUDA graph capture (kcap_gpu_shadow's
  * contract), and the drainer's reading of the graph sites' running totals. */
 int kcap_gpu_shadow_graph(kring *r, kcap_slot *sl, const void *a, void *ws, size_t wsb, CUstream st,

@@ -145,7 +145,7 @@ CUresult kcap_shadow_judge_launch(kring *r, ksite *s, int sid, int force, kcmp_a
     }
     void *cp[] = {ca, &in}, *sp[] = {&in, &out};
     unsigned threads, blocks;
-    kcap_cmp_plan_args(ca, r->nblocks, &threads, &blocks);
+    kcap_cmp_plan_args(ca, r->nblocks, r->nblocks / KCAP_STAGE_BLOCKS_PER_SM, &threads, &blocks);
     CUresult e = r->cu->cuLaunchKernel(r->cmp, blocks, 1, 1, threads, 1, 1, 0, st, cp, NULL);
     if (e == CUDA_SUCCESS && stage) /* enough threads to stream the KV rows; agreeing, they exit at once */
         e = r->cu->cuLaunchKernel(r->stage_both, (unsigned)r->nblocks, 1, 1, KCAP_STAGE_THREADS, 1, 1, 0,
@@ -167,6 +167,21 @@ static void time_mark(const kcap_cu *cu, ksite *s, int k, CUstream st)
 {
     if (s->timed)
         cu->cuEventRecord(s->tev[k], st);
+}
+
+CUresult kcap_shadow_eager_chain(kring *r, ksite *s, int sid, CUstream st, int *cst)
+{
+    const kcap_cu *cu = r->cu;
+    *cst = KCAP_CALL_OK;
+    CUresult e = kcap_shadow_poison_launch(r, s->cand, s->cand_out, st);
+    void *cws = s->cand_wsb ? (void *)(uintptr_t)(s->cand + s->cand_out) : NULL;
+    time_mark(cu, s, 2, st);
+    if (e == CUDA_SUCCESS)
+        *cst = s->cand_fn(s->cargs, cws, s->cand_wsb, st);
+    time_mark(cu, s, 3, st);
+    if (e == CUDA_SUCCESS && *cst == KCAP_CALL_OK)
+        e = kcap_shadow_judge_launch(r, s, sid, 1, &s->ca, 1, st);
+    return e;
 }
 
 /* A site given back before anything of it reached the GPU's staging. */
@@ -272,11 +287,15 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
         atomic_fetch_add(&kcap_g_stats.skipped_invalid, 1);
         return -1;
     }
-    e = kcap_shadow_poison_launch(r, s->cand, out_bytes, st);
-    void *cws = cand_wsb ? (void *)(uintptr_t)(s->cand + out_bytes) : NULL;
-    time_mark(cu, s, 2, st);
-    int cst = e == CUDA_SUCCESS ? cand(s->cargs, cws, cand_wsb, stream) : KCAP_CALL_OK;
-    time_mark(cu, s, 3, st);
+    ca.dev = r->cmp_dev + (CUdeviceptr)sid * sizeof(kcmp_dev);
+    ca.out = (uintptr_t)&r->cmp_out[sid];
+    ca.gen = s->gen;
+    s->ca = ca;
+    s->cand_fn = cand, s->cand_wsb = cand_wsb, s->cand_out = out_bytes;
+    if (!kcap_shadow_async_submit(r, s, sid, st))
+        return 0; /* kcap's worker thread queues the rest, the service's thread is done */
+    int cst = KCAP_CALL_OK;
+    e = kcap_shadow_eager_chain(r, s, sid, st, &cst);
     if (e == CUDA_SUCCESS && cst != KCAP_CALL_OK) {
         *cand_failed = cst; /* it wrote nothing of the service's: the caller switches it off */
         /* whatever it queued before failing must finish before this site's buffers are
@@ -285,13 +304,10 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
         site_release(s);
         return -1;
     }
-    ca.dev = r->cmp_dev + (CUdeviceptr)sid * sizeof(kcmp_dev);
-    ca.out = (uintptr_t)&r->cmp_out[sid];
-    ca.gen = s->gen;
-    if (e == CUDA_SUCCESS)
-        e = kcap_shadow_judge_launch(r, s, sid, 1, &ca, 1, st);
     if (e == CUDA_SUCCESS)
         e = cu->cuEventRecord(s->done, st);
+    if (e == CUDA_SUCCESS)
+        kcap_shadow_async_warm(sl->call, cand_gen);
     int ours = e != CUDA_SUCCESS && atomic_exchange(&s->pending, 0);
     atomic_store(&s->launched, 1);
     if (e != CUDA_SUCCESS) {

@@ -147,6 +147,8 @@ static void *summary_main(void *arg)
     return NULL;
 }
 
+static void candidate_failed(const kcap_call_desc *d, int status, uint64_t seq);
+
 int kcap_shadow_init(const char *cand, const char *dir)
 {
     kcap_candidate c;
@@ -159,6 +161,7 @@ int kcap_shadow_init(const char *cand, const char *dir)
     }
     kcap_gpu_set_shadow_sink(device_sink);
     kcap_gpu_set_shadow_tol(kcap_shadow_tol);
+    kcap_gpu_set_shadow_fail(candidate_failed);
     kcap_log(KCAP_LOG_INFO, "shadow mode: candidate %s (%s), %s", cand, c.hash,
              tols_text(tt, sizeof tt, &tol));
     snprintf(g_dir, sizeof g_dir, "%s", dir);
@@ -504,6 +507,12 @@ static int device_sink(kcap_slot *sl, const void *args, int verdict, kcap_snapsh
 {
     if (!atomic_load(&g.on))
         return 0; /* switched off (kcap shadow --off, slow, failing): its results are not counted */
+    if (verdict == KCAP_SHADOW_UNJUDGED) { /* let go before its candidate ran: no verdict */
+        pthread_mutex_lock(&g.lock);
+        g.not_judged++;
+        pthread_mutex_unlock(&g.lock);
+        return 0;
+    }
     slow_check(sl->desc, t->prod_us, t->cand_us, seq);
     /* the candidate the call (or its graph) was launched with: a result of one replaced
        since is not counted (settle), not even as agreed */
@@ -538,7 +547,12 @@ void kcap_shadow_summary(const char *dir)
     if (dir != g_dir)
         snprintf(g_dir, sizeof g_dir, "%s", dir);
     char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/shadow-%s-p%ld.json", g_dir, kcap_run_id(), (long)getpid());
+    int pn = snprintf(path, sizeof path, "%s/shadow-%s-p%ld.json", g_dir, kcap_run_id(), (long)getpid());
+    if (pn < 0 || pn >= (int)sizeof path) { /* a directory path at PATH_MAX: no summary file */
+        pthread_mutex_unlock(&g_summary_lock);
+        free(v);
+        return;
+    }
     pthread_mutex_lock(&g.lock); /* a copy under the lock; the file work after it */
     snprintf(v->path, sizeof v->path, "%s", g.path);
     snprintf(v->hash, sizeof v->hash, "%s", g.hash);

@@ -124,22 +124,31 @@ static inline void kcap_cmp_plan_fixed(int nt, const long long *bytes, int vpt, 
         *blocks = 1;
 }
 
-/* libkcap's choice, from bench_shadow_kernels' sweep on the H200: outputs that one block of
+/* libkcap's choice, from bench_shadow_kernels' sweeps on the H200: outputs that one block of
  * KCAP_CMP_THREADS threads covers with KCAP_CMP_VPT loads each (32 KB) are judged by that
- * block alone (a cross-block step costs 1.7–2.0 µs); larger ones by blocks of
- * KCAP_CMP_MULTI_THREADS threads of one load each, as many as fit (at most max_blocks): more,
- * smaller blocks beat fewer with more loads a thread at every size measured. */
+ * block alone (a cross-block step costs 1.7–2.0 µs). Larger ones by blocks of
+ * KCAP_CMP_MULTI_THREADS threads of one load each while that grid fits one block per SM (up to
+ * ~512 KB: more, smaller blocks were faster there); past it with two loads each, half the
+ * blocks to count (the count is one atomic per block on one address, ~3.6 ns each: at 1 MB,
+ * 129 blocks took 5.02 µs with the gate where 257 took 5.29); and past that (outputs of many
+ * MB, grids at max_blocks) blocks of twice the threads (32 MB: 26.5 µs against 30.1). */
 #define KCAP_CMP_MULTI_THREADS 256
-static inline void kcap_cmp_plan(int nt, const long long *bytes, long long max_blocks, int *warp0,
+static inline void kcap_cmp_plan(int nt, const long long *bytes, long long max_blocks, long long sms, int *warp0,
                                  unsigned *threads, unsigned *blocks)
 {
     kcap_cmp_plan_fixed(nt, bytes, KCAP_CMP_VPT, KCAP_CMP_THREADS, KCAP_CMP_THREADS / 32, warp0, threads, blocks);
     int fits = 1;
     for (int k = 0; k < nt; k++)
         fits &= bytes[k] <= (long long)(warp0[k + 1] - warp0[k]) * 32 * 16 * KCAP_CMP_VPT;
-    if (!fits) /* one block would stride: many blocks instead */
-        kcap_cmp_plan_fixed(nt, bytes, 1, KCAP_CMP_MULTI_THREADS, max_blocks * (KCAP_CMP_MULTI_THREADS / 32),
-                            warp0, threads, blocks);
+    if (fits)
+        return;
+    static const int vpt[3] = {1, KCAP_CMP_VPT, KCAP_CMP_VPT};
+    static const int nth[3] = {KCAP_CMP_MULTI_THREADS, KCAP_CMP_MULTI_THREADS, 2 * KCAP_CMP_MULTI_THREADS};
+    for (int i = 0; i < 3; i++) { /* the first that fits one block per SM, else the last */
+        kcap_cmp_plan_fixed(nt, bytes, vpt[i], nth[i], max_blocks * (nth[i] / 32), warp0, threads, blocks);
+        if ((long long)*blocks <= sms)
+            return;
+    }
 }
 
 /* Tensor t's bytes (dtype 2: fp32, else 2-byte elements). */
@@ -149,13 +158,13 @@ static inline long long kcap_cmp_tensor_bytes(const struct kcap_cmp_tensor *t)
 }
 
 /* kcap_cmp_plan for the tensors of `a`, into a->warp0. */
-static inline void kcap_cmp_plan_args(struct kcap_cmp_args *a, long long max_blocks, unsigned *threads,
-                                      unsigned *blocks)
+static inline void kcap_cmp_plan_args(struct kcap_cmp_args *a, long long max_blocks, long long sms,
+                                      unsigned *threads, unsigned *blocks)
 {
     long long bytes[KCAP_CMP_MAX];
     for (int k = 0; k < a->nt; k++)
         bytes[k] = kcap_cmp_tensor_bytes(&a->t[k]);
-    kcap_cmp_plan(a->nt, bytes, max_blocks, a->warp0, threads, blocks);
+    kcap_cmp_plan(a->nt, bytes, max_blocks, sms, a->warp0, threads, blocks);
 }
 
 #endif

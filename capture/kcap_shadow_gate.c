@@ -4,12 +4,16 @@
  * (a full or odd TMPDIR cannot turn a pass into a refusal) and leaves none; the document
  * says how many snapshots passed, failed or could not run and why a library did not load,
  * and a pass needs all three of an exit status 0, a document and every case passed (a
- * candidate that ends the replay early with exit 0 is not a pass).
+ * candidate that ends the replay early with exit 0 is not a pass). The replay runs in a
+ * process group of its own under a time limit: a candidate that hangs is killed with every
+ * process it started, and `kcap shadow` says so instead of waiting forever.
  */
 #include "kcap_shadow_gate.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -59,12 +63,34 @@ void kcap_gate_parse(const char *doc, kcap_gate_result *g)
     json_str_after(doc, "\"status\":\"error\",\"error\":\"", g->first_error, sizeof g->first_error);
 }
 
-/* All of fd until its end, NUL-terminated (NULL when out of memory). */
-static char *read_all(int fd)
+static long long now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* All of fd until its end, NUL-terminated (NULL when out of memory); *late set, and the
+ * reading stopped, when the end has not come by deadline_ms (CLOCK_MONOTONIC; 0: none). */
+static char *read_all(int fd, long long deadline_ms, int *late)
 {
     size_t cap = 1 << 16, n = 0;
     char *b = malloc(cap);
+    *late = 0;
     for (ssize_t r; b;) {
+        if (deadline_ms) { /* wait for the next bytes no later than the deadline */
+            long long left = deadline_ms - now_ms();
+            if (left <= 0) {
+                *late = 1;
+                break;
+            }
+            struct pollfd pf = {fd, POLLIN, 0};
+            int pr = poll(&pf, 1, left > 1000000 ? 1000000 : (int)left);
+            if (pr < 0 && errno != EINTR)
+                break;
+            if (pr <= 0)
+                continue; /* interrupted or timed out: the deadline is checked again */
+        }
         if (n + 1 == cap) {
             char *nb = cap < KCAP_GATE_DOC_MAX ? realloc(b, cap * 2) : NULL;
             if (!nb) { /* drain the rest so the child is never blocked on the pipe */
@@ -87,7 +113,8 @@ static char *read_all(int fd)
     return b;
 }
 
-int kcap_gate_run(const char *dir, const char *cand, char tol[KCAP_NTOL][32], int verbose, kcap_gate_result *g)
+int kcap_gate_run(const char *dir, const char *cand, char tol[KCAP_NTOL][32], int verbose, int timeout_s,
+                  kcap_gate_result *g)
 {
     memset(g, 0, sizeof *g);
     g->rc = -1;
@@ -103,6 +130,7 @@ int kcap_gate_run(const char *dir, const char *cand, char tol[KCAP_NTOL][32], in
     fflush(NULL);
     pid_t p = fork();
     if (p == 0) {
+        setpgid(0, 0); /* its own group: a time limit kills the candidate's children too */
         dup2(pfd[1], STDOUT_FILENO); /* the document; the human table goes to stderr */
         close(pfd[0]), close(pfd[1]);
         if (!verbose) /* what it found is said from its document (kcap_gate_say) */
@@ -111,8 +139,18 @@ int kcap_gate_run(const char *dir, const char *cand, char tol[KCAP_NTOL][32], in
         _exit(127);
     }
     close(pfd[1]);
-    char *doc = p > 0 ? read_all(pfd[0]) : NULL;
+    if (p > 0)
+        setpgid(p, p); /* as the child does, whichever runs first */
+    int late = 0;
+    char *doc = p > 0 ? read_all(pfd[0], timeout_s > 0 ? now_ms() + 1000ll * timeout_s : 0, &late) : NULL;
     close(pfd[0]);
+    if (late) {
+        kill(-p, SIGKILL); /* the replay and whatever it started */
+        kill(p, SIGKILL);
+        g->timed_out = timeout_s;
+        free(doc);
+        doc = NULL;
+    }
     int st = 0;
     pid_t w = -1;
     while (p > 0 && (w = waitpid(p, &st, 0)) < 0 && errno == EINTR)
@@ -129,7 +167,7 @@ int kcap_gate_run(const char *dir, const char *cand, char tol[KCAP_NTOL][32], in
 
 int kcap_gate_passed(const kcap_gate_result *g)
 {
-    return g->rc == 0 && !g->signal && g->have && g->passed == g->cases && !g->load_error[0];
+    return g->rc == 0 && !g->signal && !g->timed_out && g->have && g->passed == g->cases && !g->load_error[0];
 }
 
 void kcap_gate_say(FILE *f, const char *cand, const char *dir, const kcap_gate_result *g, const char *tail)
@@ -139,7 +177,11 @@ void kcap_gate_say(FILE *f, const char *cand, const char *dir, const kcap_gate_r
         snprintf(also, sizeof also, "; %d more could not be replayed", g->errors);
     if (g->first_error[0])
         snprintf(why, sizeof why, "; the first: %s", g->first_error);
-    if (g->signal)
+    if (g->timed_out)
+        fprintf(f, "kcap shadow: the replay of %s on the snapshots in %s had not ended after %d s (a "
+                   "candidate that hangs?); it was killed (--gate-timeout SEC gives it longer)%s", cand, dir,
+                g->timed_out, tail);
+    else if (g->signal)
         fprintf(f, "kcap shadow: the replay of %s on the snapshots in %s was killed by signal %d (%s)%s%s", cand,
                 dir, g->signal, strsignal(g->signal),
                 g->have && g->passed == g->cases ? ", after every snapshot had passed: the candidate "

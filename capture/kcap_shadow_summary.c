@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "kcap_calls.h"   /* formats/: the call names */
@@ -45,13 +46,24 @@ static void put_field(FILE *f, const char *pre, const char *s, const char *post)
     fputs(post, f);
 }
 
+int kcap_shadow_summary_tmpname(char *out, size_t n, const char *path, long pid, unsigned seq)
+{
+    const char *slash = strrchr(path, '/');
+    int dl = slash ? (int)(slash - path) + 1 : 0;
+    int w = snprintf(out, n, "%.*s.kcap-tmp.%ld.%s.%u", dl, path, pid, slash ? slash + 1 : path, seq);
+    return w < 0 || (size_t)w >= n ? -1 : 0;
+}
+
 int kcap_shadow_summary_write(const char *path, const kcap_shadow_view *v)
 {
     static atomic_uint seq;
     char tmp[PATH_MAX + 48], w[32];
     /* a temporary name of this write's own: writers of one path never share one (a shared
        name let one writer rename or remove another's half-written file) */
-    snprintf(tmp, sizeof tmp, "%s.%ld.%u.tmp", path, (long)getpid(), atomic_fetch_add(&seq, 1));
+    if (kcap_shadow_summary_tmpname(tmp, sizeof tmp, path, (long)getpid(), atomic_fetch_add(&seq, 1))) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
     FILE *f = fopen(tmp, "wx");
     if (!f)
         return -1;

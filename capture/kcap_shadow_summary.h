@@ -7,6 +7,7 @@
 #define KCAP_SHADOW_SUMMARY_H
 
 #include <limits.h>
+#include <stddef.h>
 
 #define KCAP_SHADOW_SHAPES 64
 
@@ -35,5 +36,10 @@ typedef struct {
  * JSON-escaped; safe from several threads at once (each rename replaces the file whole).
  * 0, or -1 with errno (nothing replaced). */
 int kcap_shadow_summary_write(const char *path, const kcap_shadow_view *v);
+
+/* The temporary name of write number seq by process pid for `path`: in path's directory and
+ * named as kcap's other temporaries (.kcap-tmp.<pid>.…), so that the next start of kcap there
+ * removes one a killed process left behind (kcap_clean_stale). 0, or -1 when it does not fit. */
+int kcap_shadow_summary_tmpname(char *out, size_t n, const char *path, long pid, unsigned seq);
 
 #endif

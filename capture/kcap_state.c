@@ -83,12 +83,13 @@ int kcap_stats_format(char *buf, size_t n)
                     "ring_full=%llu too_big=%llu no_device_memory=%llu sites=%llu backoff=%llu) "
                     "skipped(graph=%llu invalid=%llu) failures(record=%llu write=%llu) "
                     "bytes=%llu written_bytes=%llu graph_captured=%llu shadow_not_kept=%llu "
-                    "graph_twins=%llu graph_clean_launches=%llu",
+                    "graph_twins=%llu graph_clean_launches=%llu shadow_by_worker=%llu",
                     U(calls), U(captured), U(written), U(dropped_queue), U(dropped_cap),
                     kcap_stats_ring_drops(), U(dropped_ring_full), U(dropped_ring_big),
                     U(dropped_ring_nomem), U(dropped_sites), U(dropped_backoff), U(skipped_graph), U(skipped_invalid),
                     U(failed_record), U(failed_write), U(bytes_accepted), U(bytes_written_dense),
-                    U(graph_captured), U(shadow_not_kept), U(graph_twins), U(graph_clean_launches));
+                    U(graph_captured), U(shadow_not_kept), U(graph_twins), U(graph_clean_launches),
+                    U(shadow_by_worker));
 #undef U
 }
 

@@ -53,7 +53,9 @@ typedef struct kcap_stats {
         shadow_not_kept,     /* shadow mode: selected, and the candidate agreed or could not
                                 judge it (off, no such entry point): not kept */
         graph_twins,         /* executable graphs given a clean twin (kcap_graphexec.c) */
-        graph_clean_launches; /* graph launches that ran the twin (capture not armed) */
+        graph_clean_launches, /* graph launches that ran the twin (capture not armed) */
+        shadow_by_worker;    /* eager shadowed calls whose candidate kcap's worker thread
+                                launched (kcap_gpu_shadow_async.c; not a drop reason) */
 } kcap_stats;
 extern kcap_stats kcap_g_stats;
 /* All ring drops (the old single `ring=` counter). */

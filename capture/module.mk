@@ -10,7 +10,7 @@
 # the library still builds and uses plain copies on the device.
 
 KCAP_LIB := $(LIB)/libkcap.so
-CAPTURE_SRCS := kcap_interpose kcap_interpose_graph kcap_graphexec kcap_capture kcap_shadow kcap_state kcap_tags kcap_budget kcap_queue kcap_arm kcap_mem kcap_gpu kcap_gpu_drain kcap_gpu_shadow kcap_gpu_shadow_graph kcap_shadow_summary kcap_shadow_load kcap_stage_layout \
+CAPTURE_SRCS := kcap_interpose kcap_interpose_graph kcap_graphexec kcap_capture kcap_shadow kcap_state kcap_tags kcap_budget kcap_queue kcap_arm kcap_mem kcap_gpu kcap_gpu_drain kcap_gpu_shadow kcap_gpu_shadow_async kcap_gpu_shadow_graph kcap_shadow_summary kcap_shadow_load kcap_stage_layout \
                 kcap_ring kcap_config kcap_log kcap_meta kcap_names kcap_size kcap_callrec
 # shadow mode judges with replay's comparison rules (one definition of "correct")
 CAPTURE_OBJS := $(patsubst %,$(OBJ)/capture/%.o,$(CAPTURE_SRCS)) $(OBJ)/capture/kcap_ptx.o \
@@ -71,7 +71,7 @@ CAPTURE_TEST_BINS := $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(C
                      $(CAPT)/snapcmp $(CAPT)/libvattn_null.so $(CAPT)/bench_dormant \
                      $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout $(CAPT)/badargs_client \
                      $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch \
-                     $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev $(CAPT)/test_capture_cmp_plan \
+                     $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev $(CAPT)/test_capture_shadow_worker $(CAPT)/test_capture_cmp_plan \
                      $(CAPT)/test_capture_summary $(CAPT)/test_capture_gate
 $(CAPT)/test_capture_config: tests/capture/test_capture_config.c $(OBJ)/capture/kcap_config_cli.o $(TESTKIT_H)
 	@mkdir -p $(@D)
@@ -91,9 +91,9 @@ $(CAPT)/test_capture_gate: tests/capture/test_capture_gate.c capture/kcap_shadow
 
 # shadow mode's summary file on its own, written from several threads at once
 $(CAPT)/test_capture_summary: tests/capture/test_capture_summary.c capture/kcap_shadow_summary.c capture/kcap_shadow_summary.h \
-                              $(FORMATS_LIB) $(TESTKIT_H)
+                              capture/kcap_names.c $(FORMATS_LIB) $(TESTKIT_H)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Icapture -Itests tests/capture/test_capture_summary.c capture/kcap_shadow_summary.c \
+	$(CC) $(CFLAGS) -Icapture -Itests tests/capture/test_capture_summary.c capture/kcap_shadow_summary.c capture/kcap_names.c \
 	  $(FORMATS_LIB) $(COMMON_OBJS) -o $@ $(LDFLAGS) -pthread
 
 # the snapshot budget (KCAP_MAX, arming counts) on its own, threaded
@@ -127,11 +127,19 @@ $(CAPT)/test_capture_layout: tests/capture/test_capture_layout.c capture/kcap_st
 	$(CC) $(CFLAGS) -Icapture tests/capture/test_capture_layout.c capture/kcap_stage_layout.c $(FORMATS_LIB) $(COMMON_OBJS) -o $@ $(LDFLAGS) $(FORMATS_LIBS)
 
 # shadow mode on the device, eager and CUDA-graph paths, on a fake driver (kcap_gpu.c stood in by the test)
-$(CAPT)/test_capture_shadow_dev: tests/capture/test_capture_shadow_dev.c capture/kcap_gpu_shadow_graph.c capture/kcap_gpu_shadow.c \
+$(CAPT)/test_capture_shadow_dev: tests/capture/test_capture_shadow_dev.c tests/capture/shadow_fakedrv.h capture/kcap_gpu_shadow_graph.c capture/kcap_gpu_shadow.c capture/kcap_gpu_shadow_async.c \
     capture/kcap_stage_layout.c capture/kcap_tags.c capture/kcap_ring.c $(CAPTURE_UNIT_SRCS) $(OBJ)/replay/kcap_compare.o $(FORMATS_LIB) $(COMMON_OBJS) $(wildcard capture/*.h) $(TESTKIT_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Icapture -Itests tests/capture/test_capture_shadow_dev.c capture/kcap_gpu_shadow_graph.c \
-	  capture/kcap_gpu_shadow.c capture/kcap_stage_layout.c capture/kcap_tags.c capture/kcap_ring.c $(CAPTURE_UNIT_SRCS) \
+	  capture/kcap_gpu_shadow.c capture/kcap_gpu_shadow_async.c capture/kcap_stage_layout.c capture/kcap_tags.c capture/kcap_ring.c $(CAPTURE_UNIT_SRCS) \
+	  $(OBJ)/replay/kcap_compare.o $(FORMATS_LIB) $(filter-out %/kcap_cu.o,$(COMMON_OBJS)) -o $@ $(LDFLAGS) $(FORMATS_LIBS) -pthread -ldl -lm
+
+# shadow mode's worker-thread path (KCAP_SHADOW_THREAD=1) on the same fake driver
+$(CAPT)/test_capture_shadow_worker: tests/capture/test_capture_shadow_worker.c tests/capture/shadow_fakedrv.h capture/kcap_gpu_shadow_graph.c capture/kcap_gpu_shadow.c capture/kcap_gpu_shadow_async.c \
+    capture/kcap_stage_layout.c capture/kcap_tags.c capture/kcap_ring.c $(CAPTURE_UNIT_SRCS) $(OBJ)/replay/kcap_compare.o $(FORMATS_LIB) $(COMMON_OBJS) $(wildcard capture/*.h) $(TESTKIT_H)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Icapture -Itests tests/capture/test_capture_shadow_worker.c capture/kcap_gpu_shadow_graph.c \
+	  capture/kcap_gpu_shadow.c capture/kcap_gpu_shadow_async.c capture/kcap_stage_layout.c capture/kcap_tags.c capture/kcap_ring.c $(CAPTURE_UNIT_SRCS) \
 	  $(OBJ)/replay/kcap_compare.o $(FORMATS_LIB) $(filter-out %/kcap_cu.o,$(COMMON_OBJS)) -o $@ $(LDFLAGS) $(FORMATS_LIBS) -pthread -ldl -lm
 
 # the staging ring's placement, release order and sizing on a fake device (no GPU)
@@ -165,7 +173,7 @@ $(CAPT)/bench_dormant: tests/capture/bench_dormant.c $(CAPT)/libvattn_null.so
 ifeq ($(KCAP_FORMATS_READY),1)
 ALL_TARGETS += $(KCAP_LIB) $(CAPTURE_TEST_BINS)
 TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout \
-         $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev \
+         $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev $(CAPT)/test_capture_shadow_worker \
          $(CAPT)/test_capture_cmp_plan $(CAPT)/test_capture_summary $(CAPT)/test_capture_gate tests/capture/test_capture_c.sh tests/capture/test_capture_py.sh tests/capture/test_capture_select.sh \
          tests/capture/test_capture_arm.sh tests/capture/test_capture_faults.sh \
          tests/capture/test_capture_concurrency.sh tests/capture/test_capture_faults_host.sh \
@@ -175,7 +183,7 @@ TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_ca
          tests/capture/test_capture_tags.sh tests/capture/test_capture_shadow.sh \
          tests/capture/test_capture_shadow_swap.sh tests/capture/test_capture_shadow_off.sh
 ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout \
-         $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev \
+         $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev $(CAPT)/test_capture_shadow_worker \
               $(CAPT)/test_capture_cmp_plan $(CAPT)/test_capture_summary $(CAPT)/test_capture_gate tests/capture/test_capture_c.sh tests/capture/test_capture_faults_host.sh
 GPU_TESTS += tests/capture/test_capture_gpu.sh tests/capture/test_capture_gpu_graphexec.sh tests/capture/test_capture_gpu_long.sh tests/capture/test_capture_gpu_extend.sh \
              tests/capture/test_capture_gpu_faults.sh tests/capture/test_capture_gpu_shadow.sh \

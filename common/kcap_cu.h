@@ -118,7 +118,14 @@ extern "C" {
        size_t *))                                                                         \
     /* ... and the candidate's trial capture on kcap's own stream */                       \
     X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", CUresult, (CUstream, CUstreamCaptureMode)) \
-    X(cuStreamEndCapture, "cuStreamEndCapture", CUresult, (CUstream, CUgraph *))
+    X(cuStreamEndCapture, "cuStreamEndCapture", CUresult, (CUstream, CUgraph *))          \
+    /* shadow mode's worker thread (capture/kcap_gpu_shadow_async.c): the service's stream  \
+       waits for a word the side stream writes */                                          \
+    X(cuStreamWaitValue32, "cuStreamWaitValue32_v2", CUresult,                            \
+      (CUstream, CUdeviceptr, cuuint32_t, unsigned int))                                  \
+    X(cuStreamWriteValue32, "cuStreamWriteValue32_v2", CUresult,                          \
+      (CUstream, CUdeviceptr, cuuint32_t, unsigned int))                                  \
+    X(cuModuleGetLoadingMode, "cuModuleGetLoadingMode", CUresult, (CUmoduleLoadingMode *))
 
 typedef struct kcap_cu {
 #define KCAP_CU_MEMBER(name, sym, ret, params) ret(CUDAAPI *name) params;

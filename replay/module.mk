@@ -24,10 +24,11 @@ $(REPLAY_CMP_TEST): $(OBJ)/tests/replay/test_kcap_compare.o $(OBJ)/replay/kcap_c
 
 # Deliberately wrong libraries for the error-path tests (tests/replay/vattn_stub.c).
 REPLAY_STUBS := $(TBIN)/libvattn_stub_nosym.so $(TBIN)/libvattn_stub_abi2.so \
-	$(TBIN)/libvattn_stub_cuda.so
+	$(TBIN)/libvattn_stub_cuda.so $(TBIN)/libvattn_stub_hang.so
 REPLAY_STUB_FLAG_nosym := -DSTUB_NOSYM
 REPLAY_STUB_FLAG_abi2 := -DSTUB_ABI2
 REPLAY_STUB_FLAG_cuda := -DSTUB_CUDA
+REPLAY_STUB_FLAG_hang := -DSTUB_HANG
 $(TBIN)/libvattn_stub_%.so: tests/replay/vattn_stub.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fvisibility=hidden -shared $(REPLAY_STUB_FLAG_$*) $< -o $@ $(LDFLAGS)

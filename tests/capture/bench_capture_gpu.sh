@@ -15,9 +15,15 @@ run() { # label shape-args...
     echo "[$label] armed snapshots written: $(ls $T/a | wc -l) files, $(du -sh $T/a | cut -f1)"
     # shadow mode with the production library as candidate (every call agrees: nothing staged):
     # added stream time = candidate + compare + the gate and staging kernels exiting at once
+    # shadow: the candidate launched by the calling thread, in stream (the default); then under
+    # eager module loading by kcap's worker thread (KCAP_SHADOW_THREAD=1) and by the calling
+    # thread: what the worker takes off the service's thread, and what it adds to the stream
     [ -n "${KCAP_BENCH_SHADOW:-1}" ] &&
-        echo "[$label] shadow:  $(with_kcap KCAP_DIR=$T/s KCAP_SHADOW=$CUDALIB KCAP_LOG=info -- $C 2>$T/s.err)" && cat $T/s.err
-    rm -rf "$T/s"
+        echo "[$label] shadow:  $(with_kcap KCAP_DIR=$T/s KCAP_SHADOW=$CUDALIB KCAP_LOG=info -- $C 2>$T/s.err)" && cat $T/s.err &&
+        echo "[$label] shadow, eager loading, worker: $(with_kcap KCAP_DIR=$T/s2 KCAP_SHADOW=$CUDALIB CUDA_MODULE_LOADING=EAGER KCAP_SHADOW_THREAD=1 KCAP_LOG=info -- $C 2>$T/s2.err)" && cat $T/s2.err &&
+        echo "[$label] shadow, eager loading, in stream: $(with_kcap KCAP_DIR=$T/s3 KCAP_SHADOW=$CUDALIB CUDA_MODULE_LOADING=EAGER KCAP_LOG=info -- $C 2>$T/s3.err)" && cat $T/s3.err &&
+        echo "[$label] base, eager loading: $(CUDA_MODULE_LOADING=EAGER $C)"
+    rm -rf "$T/s" "$T/s2" "$T/s3"
     rm -rf "$T/a" "$T/d"
 }
 run "8,8,16,4096" --big -n ${N:-40}

@@ -161,6 +161,14 @@ static const cmp_variant kSweep[] = {
     {"vpt2 t512", 2, 512, bench_cmp<2, 512>},   {"vpt2 t1024", 2, 1024, bench_cmp<2, 1024>},
     {"vpt4 t256", 4, 256, bench_cmp<4, 256>},
 };
+/* libkcap's own kernel (its VPT, its 1024-thread launch bound) under other plans: loads a
+ * thread the plan assumes and block size. What kcap_cmp_plan's choice for grids of more than
+ * one block is made from. */
+static const cmp_variant kPlanProbe[] = {
+    {"plan vpt1 t256", 1, 256, kcap_shadow_cmp},   {"plan vpt2 t256", 2, 256, kcap_shadow_cmp},
+    {"plan vpt1 t512", 1, 512, kcap_shadow_cmp},   {"plan vpt2 t512", 2, 512, kcap_shadow_cmp},
+    {"plan vpt1 t1024", 1, 1024, kcap_shadow_cmp}, {"plan vpt2 t1024", 2, 1024, kcap_shadow_cmp},
+};
 /* libkcap's compare with its publish as it was (kcap_shadow_cmp.cuh's POL bits), timed with
  * its gate: what each change of the publish bought. */
 #define BENCH_PUB(name, pol) {name, KCAP_CMP_VPT, KCAP_CMP_THREADS, bench_cmp<KCAP_CMP_VPT, KCAP_CMP_THREADS, pol>}
@@ -220,7 +228,7 @@ static unsigned launch_cmp(const cmp_variant &v, kcap_cmp_args a, const kcap_sta
         kcap_cmp_plan_fixed(a.nt, bytes, v.vpt, v.threads, max_warps ? max_warps : max_blocks * (v.threads / 32),
                             a.warp0, &threads, &blocks);
     } else {
-        kcap_cmp_plan_args(&a, max_blocks, &threads, &blocks); /* as libkcap's kcap_shadow_judge_launch */
+        kcap_cmp_plan_args(&a, max_blocks, max_blocks / KCAP_STAGE_BLOCKS_PER_SM, &threads, &blocks); /* as libkcap's kcap_shadow_judge_launch */
     }
     v.fn<<<blocks, threads, 0, q>>>(a, g);
     return blocks;
@@ -320,6 +328,19 @@ template <class F> static double time_nodes(cudaStream_t st, F launch)
     return ts[ts.size() / 2];
 }
 
+/* One line: each variant at its own fixed plan (loads a thread, block size), timed with g. */
+static void time_fixed_plans(const shape &s, const char *what, const cmp_variant *vs, size_t n, kcap_cmp_args a,
+                             const kcap_stage_args &g, unsigned nblocks, cudaStream_t st, const char *unit)
+{
+    printf("[%-28s]   %s", s.name, what);
+    for (size_t i = 0; i < n; i++) {
+        unsigned gb = 0;
+        double t = time_nodes(st, [&](cudaStream_t q) { gb = launch_cmp(vs[i], a, g, nblocks, q, 1); });
+        printf(" %s %5.2f (grid %u) |", vs[i].name, t, gb);
+    }
+    printf("%s\n", unit);
+}
+
 int main(int argc, char **argv)
 {
     int only_check = argc > 1 && !strcmp(argv[1], "--check");
@@ -382,6 +403,8 @@ int main(int argc, char **argv)
                 check_once(s, b, v, nblocks, "planted", 1);
             for (const cmp_variant &v : kPubProbe)
                 check_once(s, b, v, nblocks, "planted");
+            for (const cmp_variant &v : kPlanProbe)
+                check_once(s, b, v, nblocks, "planted", 1);
             CK(cudaMemset(b.cand_o, 0xff, b.no * 2)); /* a candidate that wrote nothing */
             check_once(s, b, kLib, nblocks, "poisoned");
         }
@@ -427,13 +450,8 @@ int main(int argc, char **argv)
                 launch_cmp(kLib, a, nogate, nblocks, q, 1, KCAP_CMP_THREADS / 32); });
             printf("[%-28s]   probe: no tensors %5.2f, o only %5.2f, one striding block %5.2f us\n", s.name, t_nt0,
                    t_nt1, t_g1);
-            printf("[%-28s]   sweep (loads per thread, block bound):", s.name);
-            for (const cmp_variant &v : kSweep) {
-                unsigned gb = 0;
-                double t = time_nodes(st, [&](cudaStream_t q) { gb = launch_cmp(v, a, nogate, nblocks, q, 1); });
-                printf(" %s %5.2f (grid %u) |", v.name, t, gb);
-            }
-            printf("\n");
+            time_fixed_plans(s, "sweep (loads per thread, block bound):", kSweep, sizeof kSweep / sizeof kSweep[0], a,
+                             nogate, nblocks, st, "");
             if (g_new > 1) { /* one-block calls have no cross-block step */
                 printf("[%-28s]   probe: the same grid with only part of the cross-block step:", s.name);
                 for (const cmp_variant &v : kJoinProbe)
@@ -441,6 +459,8 @@ int main(int argc, char **argv)
                            v.name, time_nodes(st, [&](cudaStream_t q) { launch_cmp(v, a, nogate, nblocks, q); }));
                 printf(" (+ the last block's reads = compare) us\n");
             }
+            time_fixed_plans(s, "plans of libkcap's compare, with gate:", kPlanProbe,
+                             sizeof kPlanProbe / sizeof kPlanProbe[0], a, in, nblocks, st, " us");
             printf("[%-28s]   publish probes, with gate / eager gate:", s.name);
             for (const cmp_variant &v : kPubProbe) {
                 double tg = time_nodes(st, [&](cudaStream_t q) { launch_cmp(v, a, in, nblocks, q); });

@@ -122,6 +122,14 @@ int main(void)
     envset e6 = {{"KCAP_DIR=/d", "KCAP_SHADOW_GRAPHS=maybe"}};
     TK_CHECK(kcap_config_parse(&c, get, &e6, why, sizeof why) != 0 && strstr(why, "KCAP_SHADOW_GRAPHS='maybe'"),
              "KCAP_SHADOW_GRAPHS=maybe refused, named: %s", why);
+    TK_CHECK(c.shadow_thread == 0 && c.shadow_hold_ms == 100, "eager candidates launched by the calling "
+             "thread by default; the worker's calls held at most 100 ms (%d, %d)", c.shadow_thread, c.shadow_hold_ms);
+    envset e7 = {{"KCAP_DIR=/d", "KCAP_SHADOW_THREAD=1", "KCAP_SHADOW_HOLD_MS=7"}};
+    TK_CHECK(kcap_config_parse(&c, get, &e7, why, sizeof why) == 0 && c.shadow_thread == 1 && c.shadow_hold_ms == 7,
+             "KCAP_SHADOW_THREAD=1 KCAP_SHADOW_HOLD_MS=7: %s", why);
+    envset e8 = {{"KCAP_DIR=/d", "KCAP_SHADOW_HOLD_MS=0"}};
+    TK_CHECK(kcap_config_parse(&c, get, &e8, why, sizeof why) != 0 && strstr(why, "KCAP_SHADOW_HOLD_MS='0'"),
+             "KCAP_SHADOW_HOLD_MS=0 refused, named: %s", why);
     /* shadow mode's tolerances: replay's by default, as set, in the KCAP_TOL_* order */
     TK_CHECK(c.shadow_tol[KCAP_TOL_ATOL] == KCAP_CMP_ATOL_BF16 &&
              c.shadow_tol[KCAP_TOL_RTOL] == KCAP_CMP_RTOL_BF16 &&

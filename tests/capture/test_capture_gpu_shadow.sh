@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # test_capture_gpu_shadow.sh — shadow mode on the GPU (make test-gpu): the torch + ctypes
-# client on libverify_attn.so, zero-stall mode, eager calls. The candidate runs on the call's
-# stream into kcap's buffers and the compare kernel judges it; only divergent calls are
-# staged. Checked: the CUDA build with a planted bug (one element, -DVATTN_PERTURB) is caught
-# on every call with that element located, the client's outputs are byte-identical with and
+# client on libverify_attn.so, zero-stall mode, eager calls. The candidate runs into kcap's
+# buffers, launched by the calling thread on the call's stream or (KCAP_SHADOW_THREAD=1,
+# eager module loading) by kcap's worker thread on a side stream the call's stream waits for,
+# and the compare kernel judges it; only divergent calls are staged. Checked: the CUDA build with a
+# planted bug (one element, -DVATTN_PERTURB) is caught on every call with that element
+# located, by either launching thread, the client's outputs are byte-identical with and
 # without shadow mode, the snapshots hold both output sets and replay to the same verdicts
 # offline; the production library as candidate gives 0 divergences and nothing staged; a
 # candidate returning errors is switched off; `kcap shadow PID` swaps a live client from the
@@ -16,15 +18,23 @@ need_gpu_client "$PERT" "$ERRLIB"
 SHAPE=4,16,4,700 # bs, heads, q_len, prefix
 
 # 1. the planted bug, caught on every call
-mkdir -p "$T/ref" "$T/sh"
+mkdir -p "$T/ref" "$T/sh" "$T/shw"
 $C --mode eager --shape $SHAPE -n 6 --seed 7 --dump "$T/ref" >/dev/null || fail "client without libkcap"
 with_kcap KCAP_DIR="$T/p" KCAP_SHADOW="$PERT" -- $C --mode eager --shape $SHAPE -n 6 --seed 7 \
     --dump "$T/sh" >/dev/null 2>"$T/p.err" || { cat "$T/p.err"; fail "client under shadow mode"; }
 same_outputs "$T/ref" "$T/sh" && ok "client outputs byte-identical under GPU shadow mode" ||
     fail "shadow mode changed the client's outputs"
-[ "$(count_h5 "$T/p")" = 4 ] && grep -q "shadow_not_kept=2" "$T/p.err" &&
-    ok "perturbed CUDA candidate: 6 of 6 calls divergent, 4 staged and kept (KCAP_SHADOW_PER_SHAPE default), 2 capped" ||
+[ "$(count_h5 "$T/p")" = 4 ] && grep -q "shadow_not_kept=2" "$T/p.err" && grep -q "shadow_by_worker=0" "$T/p.err" &&
+    ok "perturbed CUDA candidate: 6 of 6 calls divergent, 4 staged and kept (KCAP_SHADOW_PER_SHAPE default), 2 capped; launched by the calling thread" ||
     { cat "$T/p.err"; ls -a "$T/p"; fail "divergent snapshots: $(count_h5 "$T/p") of 4"; }
+# the same with KCAP_SHADOW_THREAD=1 under eager module loading: the first call in stream,
+# the next five launched by kcap's worker thread on a side stream the call's stream waits for
+with_kcap KCAP_DIR="$T/pw" KCAP_SHADOW="$PERT" KCAP_SHADOW_THREAD=1 CUDA_MODULE_LOADING=EAGER -- $C --mode eager \
+    --shape $SHAPE -n 6 --seed 7 --dump "$T/shw" >/dev/null 2>"$T/pw.err" || { cat "$T/pw.err"; fail "client, eager loading"; }
+same_outputs "$T/ref" "$T/shw" && [ "$(count_h5 "$T/pw")" = 4 ] && grep -q "shadow_not_kept=2" "$T/pw.err" &&
+    grep -q "shadow_by_worker=5" "$T/pw.err" && shadow_json "$T/pw" 'j["compared"]==6 and j["divergent"]==6 and j["lost"]==0' &&
+    ok "KCAP_SHADOW_THREAD=1, CUDA_MODULE_LOADING=EAGER: outputs byte-identical, 6 of 6 divergent, the same 4 kept and 2 capped, 5 candidates launched by the worker" ||
+    { cat "$T/pw.err" "$T"/pw/shadow-*.json; fail "eager loading: $(count_h5 "$T/pw") of 4"; }
 kcap_check "$T/p" && ok "kcap check of the GPU shadow snapshots" || fail "kcap check"
 PYTHONPATH=$ROOT/python "$GPY" - "$T/p" <<'PY' && ok "each: candidate o differs from production o in exactly the planted element (request 3, token 0, head 15, channel 77), lse bitwise" || fail "candidate outputs"
 import glob, json, sys

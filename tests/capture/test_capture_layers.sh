@@ -20,7 +20,7 @@ declare -A LAYER=(
 own_layer() { # layer of a file: its header's, a .c file's own header's
   local b; b=$(basename "$1")
   case "$b" in
-    kcap_gpu_drain.c|kcap_gpu_shadow.c|kcap_gpu_shadow_graph.c) b=kcap_gpu_int.h ;;
+    kcap_gpu_drain.c|kcap_gpu_shadow.c|kcap_gpu_shadow_async.c|kcap_gpu_shadow_graph.c) b=kcap_gpu_int.h ;;
     kcap_interpose_graph.c) b=kcap_interpose.h ;;
     kcap_cmd_*.c) echo 9; return ;;
     *.c) b=${b%.c}.h ;;

@@ -12,173 +12,13 @@
  * KCAP_SHADOW_GRAPHS=0) leave before any ring is made, and the eager path's stream order, with
  * a failing candidate recording the site's done event before the site is given back.
  * `test_capture_shadow_dev --bench N` instead times N eager shadowed calls on the fake driver,
- * whose calls cost nothing: kcap's own host work per call, without the driver's
- * (bench_shadow_host.sh, docs/PERF.md).
+ * whose calls cost nothing: kcap's own host work per call on the calling thread, without the
+ * driver's, with the candidate in stream and launched by the worker thread
+ * (bench_shadow_host.sh, docs/PERF.md). The fake driver is shadow_fakedrv.h; the worker-thread
+ * path's tests are test_capture_shadow_worker.c.
  * The GPU run of the same path is tests/capture/test_capture_gpu_shadow.sh (section 5).
  */
-#include "kcap_gpu_int.h"
-#include "kcap_graphexec.h"
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "verify_attn.h"
-#include "../testkit_vattn.h" /* TK_CHECK, QK, DV */
-
-/* ---- the fake driver: host memory stands for device memory; launches are recorded ---- */
-#define NL 64
-static struct {
-    CUfunction f;
-    unsigned long long a0, a1; /* poison: dst, bytes */
-    kcmp_args cmp;
-    kstage_args gate;          /* the compare's: the gate its last block runs (ring 0: none) */
-    kstage_args in, out;       /* kcap_stage_both's two phases */
-} L[NL];
-static int nl, n_alloc, capture_active = 1;
-static size_t free_bytes = 8ull << 30;
-static char fn_poison, fn_cmp, fn_stage_both; /* their addresses are the CUfunctions */
-
-static CUresult CUDAAPI f_info3(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
-                                const CUgraphNode **d, const void **e, size_t *n)
-{
-    (void)g, (void)d, (void)e, (void)n;
-    *st = capture_active ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
-    *id = (cuuint64_t)(uintptr_t)s; /* one capture sequence per stream here */
-    return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_meminfo(size_t *f, size_t *t) { *f = free_bytes, *t = 16ull << 30; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_alloc(CUdeviceptr *p, size_t n)
-{
-    void *m = calloc(1, n);
-    n_alloc++;
-    *p = (CUdeviceptr)(uintptr_t)m;
-    return m ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
-}
-static CUresult CUDAAPI f_halloc(void **p, size_t n, unsigned int fl) { (void)fl; *p = calloc(1, n); return *p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY; }
-static CUresult CUDAAPI f_free(CUdeviceptr p) { free((void *)(uintptr_t)p); return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_hfree(void *p) { free(p); return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_htod(CUdeviceptr d, const void *s, size_t n, CUstream st) { (void)st; memcpy((void *)(uintptr_t)d, s, n); return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_sync(CUstream s) { (void)s; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_mode(CUstreamCaptureMode *m) { (void)m; return CUDA_SUCCESS; }
-/* the trial capture: invalidated when the candidate "syncs" the stream it captures on */
-static int n_trials, trial_open, trial_invalid, cand_syncs;
-static CUstream trial_stream;
-static CUresult CUDAAPI f_screate(CUstream *s, unsigned int fl) { (void)fl; *s = (CUstream)0x7777; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_begin(CUstream s, CUstreamCaptureMode m)
-{
-    (void)m;
-    n_trials++;
-    trial_open = 1, trial_invalid = 0, trial_stream = s;
-    return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_end(CUstream s, CUgraph *g)
-{
-    (void)s;
-    trial_open = 0;
-    *g = trial_invalid ? NULL : (CUgraph)0x8888;
-    return trial_invalid ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_gdestroy(CUgraph g) { (void)g; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_iscap(CUstream s, CUstreamCaptureStatus *st)
-{
-    (void)s;
-    *st = capture_active ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
-    return CUDA_SUCCESS;
-}
-static CUresult CUDAAPI f_ctx(CUcontext *c) { *c = (CUcontext)0x1000; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_ecreate(CUevent *e, unsigned int fl) { static char ev[64]; static int n; (void)fl; *e = (CUevent)&ev[n++ % 64]; return CUDA_SUCCESS; }
-static CUevent recorded[NL];
-static int nrec;
-static CUresult CUDAAPI f_erecord(CUevent e, CUstream s) { (void)s; if (nrec < NL) recorded[nrec++] = e; return CUDA_SUCCESS; }
-static CUresult CUDAAPI f_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                                 unsigned bz, unsigned sh, CUstream st, void **params, void **extra)
-{
-    (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)sh, (void)st, (void)extra;
-    if (nl >= NL)
-        return CUDA_ERROR_INVALID_VALUE;
-    L[nl].f = f;
-    if (f == (CUfunction)&fn_poison) {
-        L[nl].a0 = *(unsigned long long *)params[0];
-        L[nl].a1 = *(unsigned long long *)params[1];
-    } else if (f == (CUfunction)&fn_cmp) {
-        L[nl].cmp = *(kcmp_args *)params[0];
-        L[nl].gate = *(kstage_args *)params[1];
-    } else if (f == (CUfunction)&fn_stage_both) {
-        L[nl].in = *(kstage_args *)params[0];
-        L[nl].out = *(kstage_args *)params[1];
-    }
-    nl++;
-    return CUDA_SUCCESS;
-}
-
-static kcap_cu g_cu;
-const kcap_cu *kcap_cu_load(const char **why) { (void)why; return &g_cu; }
-const char *kcap_cu_errstr(const kcap_cu *cu, CUresult r) { (void)cu, (void)r; return "fake"; }
-
-/* ---- what kcap_gpu.c provides, as this test needs it ---- */
-pthread_mutex_t kcap_g_ring_lock = PTHREAD_MUTEX_INITIALIZER;
-static kring g_r;
-static ksite g_sites[KCAP_EAGER_SITES + 64];
-CUstreamCaptureMode kcap_relax(const kcap_cu *cu) { (void)cu; return CU_STREAM_CAPTURE_MODE_RELAXED; }
-void kcap_unrelax(const kcap_cu *cu, CUstreamCaptureMode m) { (void)cu, (void)m; }
-ksite *kcap_site(kring *r, int sid) { return sid >= 0 && sid < r->nsites ? &g_sites[sid] : NULL; }
-int kcap_site_new(kring *r) { return r->nsites < (int)(sizeof g_sites / sizeof g_sites[0]) ? r->nsites++ : -1; }
-CUdeviceptr kcap_site_dev(kring *r, int sid) { (void)r; return (CUdeviceptr)(0x9000 + sid); }
-static int n_ring_of;
-kring *kcap_ring_of(const kcap_cu *cu, CUcontext ctx) { (void)cu, (void)ctx; n_ring_of++; return &g_r; }
-int kcap_eager_site_take(kring *r, int lowest) { (void)r, (void)lowest; return g_sites[0].used && atomic_load(&g_sites[0].pending) ? -1 : 0; }
-int kcap_ring_alloc_mem(kring *r, int may_wait) { (void)r, (void)may_wait; return -1; }
-void kcap_stage_args_fill(kring *r, ksite *s, int sid, int phase, int force, kstage_args *p)
-{
-    (void)r;
-    memset(p, 0, sizeof *p);
-    p->ring = 0x7000;
-    p->site = kcap_site_dev(r, sid);
-    p->phase = phase;
-    p->force = force;
-    p->site_id = sid;
-    p->nsegs = phase == 0 ? s->lay.nin : s->lay.nout;
-}
-static int n_nodes_added;
-void kcap_graphexec_nodes_added(void) { n_nodes_added++; }
-
-/* ---- the production call, the candidate, the sink ---- */
-static int n_prod, n_cand, cand_status, prod_status;
-static vattn_args cand_got;
-static int prod(const void *a, void *ws, size_t wsb, void *st) { (void)a, (void)ws, (void)wsb, (void)st; n_prod++; return prod_status; }
-static int cand(const void *a, void *ws, size_t wsb, void *st)
-{
-    (void)ws, (void)wsb;
-    if (cand_syncs && trial_open && st == trial_stream)
-        trial_invalid = 1; /* a stream sync during capture */
-    if (trial_open)
-        return cand_status; /* the trial: nothing recorded of it */
-    memcpy(&cand_got, a, sizeof cand_got);
-    n_cand++;
-    return cand_status;
-}
-static int n_agreed, n_lost, n_other;
-static unsigned long long last_gen;
-static int sink(kcap_slot *sl, const void *args, int verdict, kcap_snapshot *snap, kcap_snapshot *c,
-                uint64_t seq, const kcap_gpu_shadow_times *t)
-{
-    (void)sl, (void)args, (void)snap, (void)c, (void)seq;
-    last_gen = t->cand_gen;
-    verdict == KCAP_SHADOW_AGREED ? n_agreed++ : verdict == KCAP_SHADOW_LOST ? n_lost++ : n_other++;
-    return 0;
-}
-
-#define AT(n) ((void *)(uintptr_t)(0x100000ull * (n)))
-static vattn_args call_args(int bs, int H)
-{
-    vattn_args a = {.struct_size = sizeof a, .dtype = VATTN_DTYPE_BF16, .index_type = VATTN_INDEX_INT64,
-                    .bs = bs, .q_len = 4, .num_heads = H, .num_slots = 4096, .sm_scale = 0.1f,
-                    .q = AT(1), .q_stride_t = (int64_t)H * QK, .q_stride_h = QK, .kv_cache = AT(2),
-                    .kv_stride = QK, .kv_indptr = AT(3), .kv_indices = AT(4), .visibility = NULL,
-                    .o = AT(6), .o_stride_t = (int64_t)H * DV, .o_stride_h = DV, .lse = AT(7)};
-    return a;
-}
+#include "shadow_fakedrv.h"
 
 static unsigned long long g_gen = 5;
 static int shadow_call(kcap_slot *sl, vattn_args *a, CUstream st, int *status, int *failed)
@@ -195,73 +35,65 @@ static double now_ns(void)
     return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
-/* kcap's host work per eager shadowed call, the driver's calls costing nothing: production
- * and candidate are empty functions, the site is settled at once as the drainer would. */
-static int bench(kcap_slot *sl, long n)
+/* kcap's host work per eager shadowed call on the calling thread, the driver's calls costing
+ * nothing: production and candidate are empty functions, the site is settled at once as the
+ * drainer would. `worker` 0: the chain in stream (KCAP_SHADOW_THREAD=0); 1: kcap's worker
+ * thread queues it (each call's worker part is waited for outside the timed call). */
+static int bench(kcap_slot *sl, long n, int worker)
 {
     kcap_config *cfg = kcap_cfg_mut();
     cfg->gpu_async = 1;
+    cfg->shadow_thread = worker, cfg->shadow_hold_ms = 100;
+    g_cu.cuStreamWaitValue32 = worker ? f_waitv : NULL, g_cu.cuStreamWriteValue32 = worker ? f_writev : NULL;
+    g_cu.cuModuleGetLoadingMode = f_loadmode; /* eager: the worker's condition */
     capture_active = 0;
     atomic_store(&g_r.base, 0x4000);
     g_sites[0].done = (CUevent)0xd0;
     vattn_args a = call_args(8, 16);
     int status, failed;
     double best = 1e30;
-    long records = 0; /* event records over the last repetition */
+    long records = 0, launches = 0; /* by the calling thread, over the last repetition */
     for (int rep = 0; rep < 5; rep++) {
-        double t0 = now_ns();
-        records = 0;
+        double spent = 0;
+        records = 0, launches = 0;
         for (long i = 0; i < n; i++) {
-            nl = 0, nrec = 0;
-            if (kcap_gpu_shadow(sl, &a, NULL, 0, (CUstream)0x51, (uint64_t)i, cand, 4096, 5, &status, &failed))
+            nl = 0, nrec = 0, nrec_main = 0;
+            double t0 = now_ns();
+            int h = kcap_gpu_shadow(sl, &a, NULL, 0, (CUstream)0x51, (uint64_t)i, cand, 4096, 5, &status, &failed);
+            spent += now_ns() - t0;
+            if (h)
                 return 1;
-            records += nrec;
+            while (worker && !atomic_load(&g_sites[0].launched))
+                ;
+            pthread_mutex_lock(&g_fake_lock);
+            records += nrec_main;
+            for (int k = 0; k < nl; k++)
+                launches += !L[k].by_worker && L[k].f != (CUfunction)&fn_wait;
+            pthread_mutex_unlock(&g_fake_lock);
             atomic_store(&g_sites[0].pending, 0);
         }
-        double per = (now_ns() - t0) / (double)n;
+        double per = spent / (double)n;
         best = per < best ? per : best;
     }
-    printf("eager shadowed call, kcap's own host work (fake driver, no-op calls): %.0f ns/call "
-           "(best of 5 x %ld); per call %d kernel launches of kcap's and %.2f event records (on average: "
-           "timing on 1 call in 8) go to the driver, besides the production and candidate calls\n", best, n, nl,
-           (double)records / (double)n);
+    printf("eager shadowed call, %s, kcap's own work on the calling thread (fake driver, no-op calls): "
+           "%.0f ns/call (best of 5 x %ld); per call the calling thread makes %.2f kernel launches of kcap's, "
+           "%.2f event records (on average: timing on 1 call in 8) and %d stream wait, %s\n",
+           worker ? "candidate launched by kcap's worker thread (KCAP_SHADOW_THREAD=1)"
+                  : "candidate in stream (KCAP_SHADOW_THREAD=0)",
+           best, n, (double)launches / (double)n, (double)records / (double)n, worker,
+           worker ? "besides the production call" : "besides the production and candidate calls");
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    g_cu.cuStreamGetCaptureInfo_v3 = f_info3;
-    g_cu.cuMemGetInfo = f_meminfo;
-    g_cu.cuMemAlloc = f_alloc;
-    g_cu.cuMemHostAlloc = f_halloc;
-    g_cu.cuMemFree = f_free;
-    g_cu.cuMemFreeHost = f_hfree;
-    g_cu.cuMemcpyHtoDAsync = f_htod;
-    g_cu.cuStreamSynchronize = f_sync;
-    g_cu.cuThreadExchangeStreamCaptureMode = f_mode;
-    g_cu.cuLaunchKernel = f_launch;
-    g_cu.cuStreamCreate = f_screate;
-    g_cu.cuStreamBeginCapture = f_begin;
-    g_cu.cuStreamEndCapture = f_end;
-    g_cu.cuGraphDestroy = f_gdestroy;
-    g_cu.cuStreamIsCapturing = f_iscap;
-    g_cu.cuCtxGetCurrent = f_ctx;
-    g_cu.cuEventCreate = f_ecreate;
-    g_cu.cuEventRecord = f_erecord;
-    g_r.cu = &g_cu;
-    g_r.poison = (CUfunction)&fn_poison;
-    g_r.cmp = (CUfunction)&fn_cmp;
-    g_r.stage_both = (CUfunction)&fn_stage_both;
-    g_r.nblocks = 8;
-    g_r.nsites = KCAP_EAGER_SITES;
-    kcap_gpu_set_shadow_sink(sink);
     kcap_slot sl;
-    memset(&sl, 0, sizeof sl);
-    sl.desc = kcap_call_find("vattn_verify");
-    atomic_store(&sl.real, prod);
+    fake_install(&sl);
     TK_CHECK(sl.desc != NULL, "the vattn_verify description");
-    if (argc == 3 && !strcmp(argv[1], "--bench"))
-        return bench(&sl, atol(argv[2]));
+    if (argc == 3 && !strcmp(argv[1], "--bench")) {
+        main_thread = pthread_self();
+        return bench(&sl, atol(argv[2]), 0) || bench(&sl, atol(argv[2]), 1);
+    }
 
     /* 1. one call in capture: the nodes, in stream order, and the site */
     vattn_args a = call_args(2, 16);
@@ -433,5 +265,6 @@ int main(int argc, char **argv)
     TK_CHECK(kcap_eager_outcome(out_not, 1, KCAP_CMP_VERDICT(g9, 0), g9) == KCAP_EAGER_AGREED, "agreed");
     TK_CHECK(kcap_eager_outcome(out_not, 1, KCAP_CMP_VERDICT(g9, 1), g9) == KCAP_EAGER_LOST,
              "divergent but not staged: lost");
+
     return tk_summary("test_capture_shadow_dev");
 }

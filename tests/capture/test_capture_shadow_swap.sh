@@ -8,7 +8,8 @@
 CPU=$ROOT/$B/lib/libverify_attn_cpu.so
 PERT=$ROOT/$B/tests/libverify_attn_cpu_perturbed.so
 ABI2=$ROOT/$B/tests/libvattn_stub_abi2.so # another ABI version: no snapshot of ours replays on it
-need "$LIBKCAP" "$CLIENT" "$KCAP" "$CPU" "$PERT" "$ABI2"
+HANG=$ROOT/$B/tests/libvattn_stub_hang.so # never returns (and leaves a helper process running)
+need "$LIBKCAP" "$CLIENT" "$KCAP" "$CPU" "$PERT" "$ABI2" "$HANG"
 
 # env execs the client: $! is the client's own pid
 env KCAP_DIR="$T/d" KCAP_SHADOW="$PERT" KCAP_SHADOW_PER_SHAPE=1000 LD_PRELOAD="$PRELOAD" \
@@ -41,6 +42,19 @@ grep -q "shadow on candidate $CPU" "$T/status.out" && grep -q " divergent=0 " "$
     ok "after the swap: $(grep -o 'compared=[0-9]*' "$T/status.out") calls, 0 divergent" ||
     { cat "$T/status.out"; fail "divergences after the swap"; }
 
+# a candidate that hangs in the replay: refused at the gate's time limit, the replay and the
+# helper process it started killed, the live candidate unchanged
+t0=$(date +%s)
+STUB_HANG_PIDFILE="$T/hang.pid" "$KCAP" shadow $pid "$HANG" --gate-timeout 2 >"$T/hang.out" 2>&1
+rc=$?
+el=$(($(date +%s) - t0))
+hpid=$(cat "$T/hang.pid" 2>/dev/null)
+for _ in $(seq 50); do [ -n "$hpid" ] && ! kill -0 "$hpid" 2>/dev/null && break; sleep 0.1; done
+[ $rc = 1 ] && [ $el -lt 30 ] && [ -n "$hpid" ] && ! kill -0 "$hpid" 2>/dev/null &&
+    grep -q "had not ended after 2 s (a candidate that hangs?); it was killed (--gate-timeout SEC gives it longer); not armed" "$T/hang.out" &&
+    "$KCAP" shadow $pid --status 2>&1 | grep -q "candidate $CPU" &&
+    ok "a candidate that hangs: refused after --gate-timeout 2 (${el}s), its helper process gone, the candidate unchanged" ||
+    { cat "$T/hang.out"; fail "gate on a hanging candidate (exit $rc after ${el}s, helper ${hpid:-none})"; }
 for _ in $(seq 50); do grep -qs "libverify_attn_cpu.so" "$T"/d/shadow-*.json && break; sleep 0.1; done
 grep -qs '"path": "'"$CPU"'"' "$T"/d/shadow-*.json && ok "the summary file follows the live process (current candidate in it)" ||
     { cat "$T"/d/shadow-*.json; fail "live summary"; }

@@ -5,14 +5,19 @@
  * left is one complete summary of one of them and no temporary file stays behind; a write
  * into a folder that is gone fails with errno and leaves nothing; strings are escaped.
  * With one shared temporary name (the previous writer) concurrent writes failed or renamed
- * each other's half-written files.
+ * each other's half-written files. The temporary name is one kcap's stale-file cleaner knows:
+ * a half-written summary of a killed process is removed at the next start (the previous name,
+ * `<summary>.<pid>.<n>.tmp`, stayed forever).
  */
+#include "kcap_names.h"
 #include "kcap_shadow_summary.h"
 #include "testkit.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define WRITERS 4
@@ -45,7 +50,7 @@ static int tmp_files_left(void)
     int n = 0;
     struct dirent *e;
     while (d && (e = readdir(d)))
-        n += strstr(e->d_name, ".tmp") != NULL;
+        n += strstr(e->d_name, ".tmp") != NULL; /* the old name and the new (.kcap-tmp.) */
     if (d)
         closedir(d);
     return n;
@@ -99,6 +104,22 @@ int main(void)
              "a missing folder: -1 and ENOENT (errno %d)", errno);
     free(v);
     TK_CHECK(tmp_files_left() == 0, "still no temporary file");
+
+    /* a summary half-written by a process that died: the cleaner of the next start removes it */
+    pid_t dead = fork();
+    if (dead == 0)
+        _exit(0);
+    waitpid(dead, NULL, 0);
+    char left[PATH_MAX + 64];
+    TK_CHECK(kcap_shadow_summary_tmpname(left, sizeof left, g_path, (long)dead, 3) == 0 &&
+                 !strncmp(left, g_dir, strlen(g_dir)) && strstr(left, "/.kcap-tmp.") &&
+                 strstr(left, "shadow-run-p1.json"),
+             "the temporary is in the summary's folder, kcap-named: %s", left);
+    FILE *lf = fopen(left, "w");
+    if (lf)
+        fputs("{\n  \"tool\": \"kcap sha", lf), fclose(lf);
+    TK_CHECK(kcap_clean_stale(g_dir, 0) == 1 && access(left, F_OK) != 0 && access(g_path, F_OK) == 0,
+             "a killed writer's temporary removed by kcap_clean_stale, the summary kept");
 
     unlink(g_path);
     rmdir(g_dir);

@@ -5,10 +5,18 @@
  *   -DSTUB_NOSYM  exports the ABI helpers but not vattn_verify (a library built from the
  *                 wrong source): replay must name the missing symbol and the library;
  *   -DSTUB_ABI2   claims ABI version 2: replay must refuse version-1 snapshots, naming both;
- *   -DSTUB_CUDA   claims the "cuda" backend: on a machine without a GPU replay must say so.
+ *   -DSTUB_CUDA   claims the "cuda" backend: on a machine without a GPU replay must say so;
+ *   -DSTUB_HANG   never returns from vattn_verify, after starting a helper process that
+ *                 sleeps (its pid written to $STUB_HANG_PIDFILE): `kcap shadow`'s replay gate
+ *                 must end at its time limit and leave neither process behind.
  * None of them computes anything; they are never reached on the success path.
  */
 #include <stddef.h>
+#ifdef STUB_HANG
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#endif
 
 #define API __attribute__((visibility("default")))
 
@@ -32,6 +40,19 @@ API size_t vattn_workspace_size(const void *args) { return args ? 0 : (size_t)-1
 API int vattn_verify(const void *a, void *ws, size_t wsb, void *st)
 {
     (void)a, (void)ws, (void)wsb, (void)st;
+#ifdef STUB_HANG
+    pid_t h = fork();
+    if (h == 0) {
+        sleep(300);
+        _exit(0);
+    }
+    const char *pf = getenv("STUB_HANG_PIDFILE");
+    FILE *f = pf && h > 0 ? fopen(pf, "w") : NULL;
+    if (f)
+        fprintf(f, "%ld\n", (long)h), fclose(f);
+    for (;;)
+        pause();
+#endif
     return 17;
 }
 API int vattn_verify_reference(const void *a, void *ws, size_t wsb, void *st)

@@ -3,11 +3,14 @@
  *
  * Why a copy: the dynamic loader caches a library by path and inode, and a rebuilt library
  * at the same path must come back as the new code; the copy goes under TMPDIR because a /tmp
- * mounted noexec (common in hardened containers) refuses to map it. Why libc's dlsym:
+ * mounted noexec (common in hardened containers) refuses to map it. The copied bytes are
+ * checked to be a whole library first (kcap_elf_problem): a half-written build dlopen()ed in
+ * the host process would kill it with SIGBUS. Why libc's dlsym:
  * libkcap's own dlsym hands back capture wrappers, which would take one of the interposer's
  * few wrapper slots per swap.
  */
 #include "kcap_shadow_load.h"
+#include "kcap_elf.h"      /* common/: a whole library before dlopen */
 #include "kcap_snapshot.h" /* formats/: kcap_xxh64 */
 
 #include <dlfcn.h>
@@ -60,6 +63,15 @@ int kcap_candidate_load(const char *cand, kcap_candidate *c, char *why, size_t n
         if (m != MAP_FAILED)
             munmap(m, (size_t)st.st_size);
         close(in);
+        return -1;
+    }
+    const char *bad = kcap_elf_problem(m, (size_t)st.st_size);
+    if (bad) { /* never dlopen()ed: a truncated build would fault the host process */
+        snprintf(why, n, "%s cannot be loaded (a half-written or broken build?): %s (%lld bytes)", cand, bad,
+                 (long long)st.st_size);
+        munmap(m, (size_t)st.st_size);
+        close(in);
+        rmdir(dir);
         return -1;
     }
     snprintf(copy, sizeof copy, "%s/candidate.so", dir);

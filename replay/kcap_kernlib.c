@@ -10,7 +10,6 @@
 #include "kcap_kernlib.h"
 
 #include <dlfcn.h>
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -20,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kcap_elf.h"      /* common/: a whole library before dlopen */
 #include "kcap_snapshot.h" /* kcap_xxh64 */
 
 struct kcap_kernlib {
@@ -33,36 +33,6 @@ struct kcap_kernlib {
     const char *(*status_string)(int);
     const char *(*last_cuda_error)(void);
 };
-
-/*
- * A build caught half-way writes a truncated ELF whose program headers point past the end
- * of the file; dlopen() maps those pages anyway and the process dies of SIGBUS when the
- * loader touches them. So the file is checked first: ELF64 for this machine, and every
- * header table and loadable segment inside the bytes we have. NULL = fine, else why not.
- */
-static const char *elf_problem(const unsigned char *b, size_t len)
-{
-    if (len < sizeof(Elf64_Ehdr) || memcmp(b, ELFMAG, SELFMAG))
-        return len < SELFMAG ? "file too short to be a library" : "not an ELF file";
-    Elf64_Ehdr eh;
-    memcpy(&eh, b, sizeof eh);
-    if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_type != ET_DYN)
-        return "not a 64-bit shared library";
-    if (eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phoff > len ||
-        (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr) > len - eh.e_phoff)
-        return "program headers lie beyond the end of the file (truncated?)";
-    if (eh.e_shnum && (eh.e_shoff > len ||
-                       (uint64_t)eh.e_shnum * eh.e_shentsize > len - eh.e_shoff))
-        return "section headers lie beyond the end of the file (truncated?)";
-    for (unsigned i = 0; i < eh.e_phnum; i++) {
-        Elf64_Phdr ph;
-        memcpy(&ph, b + eh.e_phoff + (size_t)i * sizeof ph, sizeof ph);
-        if ((ph.p_type == PT_LOAD || ph.p_type == PT_DYNAMIC) &&
-            (ph.p_offset > len || ph.p_filesz > len - ph.p_offset))
-            return "a segment lies beyond the end of the file (truncated?)";
-    }
-    return NULL;
-}
 
 /* Copy src to the already-open fd, hashing the bytes. */
 static int copy_file(const char *src, int fd, char *hash, size_t hn, kcap_error *err)
@@ -110,7 +80,7 @@ static int copy_file(const char *src, int fd, char *hash, size_t hn, kcap_error 
         len += (size_t)r;
     }
     close(in);
-    const char *bad = elf_problem((const unsigned char *)buf, len);
+    const char *bad = kcap_elf_problem((const unsigned char *)buf, len);
     if (bad) {
         free(buf);
         return kcap_error_set(err, KCAP_ERR_LIBRARY,

@@ -128,6 +128,31 @@ grep -q " divergent=0 .* atol=1 rtol=0.05 " "$T/st1.out" && grep -q "compared=[1
 touch "$T/stop"
 wait $pid || fail "live client exit"
 
+# a half-written candidate build (a third of the file: its segments lie past the end) at
+# start and in a live swap: refused with the reason, the host unaffected (dlopen of it
+# killed the host with SIGBUS before the check)
+head -c $(($(stat -c %s "$PERT") / 3)) "$PERT" >"$T/half.so"
+with_kcap KCAP_DIR="$T/half" KCAP_SHADOW="$T/half.so" -- "$CLIENT" --calls 2 --seed 41 --hash >"$T/half.out" 2>"$T/half.err"
+rc=$?
+[ $rc = 0 ] && cmp -s <(head -2 "$T/bare") "$T/half.out" && [ "$(count_h5 "$T/half")" = 0 ] &&
+    grep -q "KCAP_SHADOW: $T/half.so cannot be loaded (a half-written or broken build?): .* (truncated?)" "$T/half.err" &&
+    ok "KCAP_SHADOW=a half-written build: named with the reason, shadow mode off, host unaffected" ||
+    { cat "$T/half.err"; fail "half-written candidate at start (exit $rc)"; }
+env KCAP_DIR="$T/half2" KCAP_SHADOW="$CPU" LD_PRELOAD="$PRELOAD" \
+    "$CLIENT" --calls 1 --seed 52 --until "$T/stop3" --quiet 2>"$T/half2.err" &
+pid=$!
+for _ in $(seq 100); do "$KCAP" shadow $pid --timeout 1 --status >/dev/null 2>&1 && break; sleep 0.1; done
+"$KCAP" shadow $pid "$T/half.so" --force >"$T/half2.out" 2>&1
+rc=$?
+"$KCAP" shadow $pid --status >"$T/half2.st" 2>&1
+touch "$T/stop3"
+wait $pid
+crc=$?
+[ $rc = 1 ] && [ $crc = 0 ] && grep -q "cannot be loaded (a half-written or broken build?)" "$T/half2.out" &&
+    grep -q "candidate $CPU" "$T/half2.st" &&
+    ok "kcap shadow PID half.so --force: the live process refuses it with the reason, keeps its candidate, exits 0" ||
+    { cat "$T/half2.out" "$T/half2.st" "$T/half2.err"; fail "half-written candidate, live (kcap shadow $rc, client $crc)"; }
+
 with_kcap KCAP_DIR="$T/bad" KCAP_SHADOW="$T/nope.so" -- "$CLIENT" --calls 2 --seed 41 --hash >"$T/bad.out" 2>"$T/bad.err"
 cmp -s <(head -2 "$T/bare") "$T/bad.out" && grep -q "KCAP_SHADOW=$T/nope.so is not a readable" "$T/bad.err" &&
     ok "a missing KCAP_SHADOW library is named, capture off, host unaffected" || { cat "$T/bad.err"; fail "bad KCAP_SHADOW"; }

@@ -53,7 +53,8 @@ typedef kcap_cmp_tol (*kcap_gpu_shadow_tol_fn)(kcap_dtype dt);
 void kcap_gpu_set_shadow_tol(kcap_gpu_shadow_tol_fn f);
 /* A candidate that returned status (not OK) on a call whose candidate part kcap's worker
  * thread ran (the calling thread had already returned): the policy layer switches it off. */
-typedef void (*kcap_gpu_shadow_fail_fn)(const kcap_call_desc *d, int status, uint64_t seq);
+typedef void (*kcap_gpu_shadow_fail_fn)(const kcap_call_desc *d, int status, uint64_t seq,
+                                        unsigned long long cand_gen);
 void kcap_gpu_set_shadow_fail(kcap_gpu_shadow_fail_fn f);
 /* 1 when f (a CUfunction, e.g. from a graph kernel node's parameters) is one of libkcap's
  * own kernels (gate, staging, ring control, shadow compare): a graph's kcap nodes. */

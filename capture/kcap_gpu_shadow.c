@@ -176,8 +176,12 @@ CUresult kcap_shadow_eager_chain(kring *r, ksite *s, int sid, CUstream st, int *
     CUresult e = kcap_shadow_poison_launch(r, s->cand, s->cand_out, st);
     void *cws = s->cand_wsb ? (void *)(uintptr_t)(s->cand + s->cand_out) : NULL;
     time_mark(cu, s, 2, st);
+    /* the candidate gets a copy: what it changes in it never reaches the drainer's reading of
+       s->cargs */
+    _Alignas(16) unsigned char run[KCAP_ARGS_MAX];
+    memcpy(run, s->cargs, s->sl->desc->args_size);
     if (e == CUDA_SUCCESS)
-        *cst = s->cand_fn(s->cargs, cws, s->cand_wsb, st);
+        *cst = s->cand_fn(run, cws, s->cand_wsb, st);
     time_mark(cu, s, 3, st);
     if (e == CUDA_SUCCESS && *cst == KCAP_CALL_OK)
         e = kcap_shadow_judge_launch(r, s, sid, 1, &s->ca, 1, st);

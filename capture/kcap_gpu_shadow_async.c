@@ -171,7 +171,7 @@ static void run_chain(kring *r, int sid)
     if (e == CUDA_SUCCESS && cst != KCAP_CALL_OK) {
         kcap_gpu_shadow_fail_fn f = atomic_load(&g_fail);
         if (f) /* it wrote nothing of the service's: switched off */
-            f(s->sl->desc, cst, s->seq);
+            f(s->sl->desc, cst, s->seq, s->cand_gen);
     } else if (e != CUDA_SUCCESS || ed != CUDA_SUCCESS) {
         atomic_fetch_add(&kcap_g_stats.failed_record, 1);
         kcap_log_once(&g_log_launch, KCAP_LOG_WARN, "shadow mode: the worker thread's launch of "

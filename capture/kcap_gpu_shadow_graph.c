@@ -223,7 +223,9 @@ int kcap_gpu_shadow_graph(kring *r, kcap_slot *sl, const void *a, void *ws, size
     if (s) {
         pthread_mutex_lock(&g_trial_lock);
         m = kcap_relax(cu);
-        tried = trial_capture(r, cand, s->cargs, cws, cand_wsb, cand_gen);
+        _Alignas(16) unsigned char trial_args[KCAP_ARGS_MAX]; /* a copy, as for the real call */
+        memcpy(trial_args, s->cargs, sl->desc->args_size);
+        tried = trial_capture(r, cand, trial_args, cws, cand_wsb, cand_gen);
         kcap_unrelax(cu, m);
         pthread_mutex_unlock(&g_trial_lock);
     }
@@ -246,9 +248,11 @@ int kcap_gpu_shadow_graph(kring *r, kcap_slot *sl, const void *a, void *ws, size
     CUresult e = kcap_shadow_poison_launch(r, buf, out_bytes, st);
     /* relaxed, as in its trial: a call that mode allows cannot invalidate the host's graph */
     int cst = KCAP_CALL_OK;
-    if (e == CUDA_SUCCESS) {
+    if (e == CUDA_SUCCESS) { /* on a copy: what it changes never reaches the drainer's s->cargs */
+        _Alignas(16) unsigned char run[KCAP_ARGS_MAX];
+        memcpy(run, s->cargs, sl->desc->args_size);
         m = kcap_relax(cu);
-        cst = cand(s->cargs, cws, cand_wsb, st);
+        cst = cand(run, cws, cand_wsb, st);
         kcap_unrelax(cu, m);
     }
     /* the compare closes the candidate's nodes even when it failed (the twin needs both ends);

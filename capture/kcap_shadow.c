@@ -147,7 +147,7 @@ static void *summary_main(void *arg)
     return NULL;
 }
 
-static void candidate_failed(const kcap_call_desc *d, int status, uint64_t seq);
+static void candidate_failed(const kcap_call_desc *d, int status, uint64_t seq, unsigned long long swaps);
 
 int kcap_shadow_init(const char *cand, const char *dir)
 {
@@ -295,15 +295,24 @@ static size_t span_elems(const kcap_tensor *t)
 /* The candidate of this call as of now: 0 and its entry point, workspace bytes and the
  * swap count it belongs to; -1 (counted as not judged) when off, missing or refusing. */
 static int candidate_of(kcap_slot *sl, const void *args, kcap_call_fn *fn, size_t *wsb,
-                        unsigned long long *swaps)
+                        unsigned long long *swaps, uint64_t *ws_ns)
 {
     pthread_mutex_lock(&g.lock); /* a swap replaces both together */
     *fn = g.fn[sl->call];
     size_t (*ws_fn)(const void *) = g.ws_fn[sl->call];
     *swaps = g.swaps;
     pthread_mutex_unlock(&g.lock);
-    *wsb = *fn && ws_fn ? ws_fn(args) : 0;
-    if (atomic_load(&g.on) && *fn && *wsb != (size_t)-1)
+    /* the candidate's workspace function sees a copy of the args (it must not reach the
+       service's own struct), and its time counts as the candidate's */
+    unsigned char copy[1024];
+    int fits = sl->desc->args_size <= sizeof copy;
+    uint64_t t0 = kcap_now_ns();
+    if (fits)
+        memcpy(copy, args, sl->desc->args_size);
+    *wsb = *fn && ws_fn && fits ? ws_fn(copy) : 0;
+    *ws_ns = kcap_now_ns() - t0;
+    /* a workspace past 1 TiB is no size any allocation meets (and would wrap when rounded) */
+    if (atomic_load(&g.on) && *fn && fits && *wsb != (size_t)-1 && *wsb <= ((size_t)1 << 40))
         return 0;
     /* off, no such entry point in the candidate, or sizes it rejects: not judged */
     pthread_mutex_lock(&g.lock);
@@ -318,13 +327,18 @@ static int candidate_of(kcap_slot *sl, const void *args, kcap_call_fn *fn, size_
 #define KCAP_SHADOW_SLOW_CALLS 3
 #define KCAP_SHADOW_SLACK_US 20.0
 
-static void slow_check(const kcap_call_desc *d, double prod_us, double cand_us, uint64_t seq)
+static void slow_check(const kcap_call_desc *d, double prod_us, double cand_us, uint64_t seq,
+                       unsigned long long swaps)
 {
     const long m = kcap_cfg()->shadow_max_slowdown;
     if (!m || prod_us < 0 || cand_us < 0)
         return;
     int slow = cand_us > (double)m * prod_us + KCAP_SHADOW_SLACK_US;
     pthread_mutex_lock(&g.lock);
+    if (g.swaps != swaps) { /* a call of a candidate replaced since: not this one's time */
+        pthread_mutex_unlock(&g.lock);
+        return;
+    }
     g.slow_streak = slow ? g.slow_streak + 1 : 0;
     int off = g.slow_streak >= KCAP_SHADOW_SLOW_CALLS;
     pthread_mutex_unlock(&g.lock);
@@ -336,9 +350,12 @@ static void slow_check(const kcap_call_desc *d, double prod_us, double cand_us, 
                  KCAP_SHADOW_SLOW_CALLS, m);
 }
 
-static void candidate_failed(const kcap_call_desc *d, int status, uint64_t seq)
+static void candidate_failed(const kcap_call_desc *d, int status, uint64_t seq, unsigned long long swaps)
 {
-    if (atomic_exchange(&g.on, 0))
+    pthread_mutex_lock(&g.lock);
+    int current = g.swaps == swaps; /* a replaced candidate's late error says nothing of this one */
+    pthread_mutex_unlock(&g.lock);
+    if (current && atomic_exchange(&g.on, 0))
         kcap_log(KCAP_LOG_WARN, "shadow mode off: the candidate %s returned status %d on %s "
                  "call %llu, which the production library ran (the service is unaffected)",
                  g.path, status, d->name, (unsigned long long)seq);
@@ -429,15 +446,23 @@ int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint
     kcap_call_fn fn;
     size_t wsb;
     unsigned long long swaps;
-    if (candidate_of(sl, args, &fn, &wsb, &swaps))
+    uint64_t ws_ns;
+    if (candidate_of(sl, args, &fn, &wsb, &swaps, &ws_ns))
         return 0;
     void *bufs[16] = {0};
     int nb = 0, keep = 0;
-    unsigned char *cargs = malloc(d->args_size);
+    /* cargs: the candidate's args as kcap made them, read back after the call; run: the
+       copy the candidate gets (what it changes there never reaches kcap's reading) */
+    unsigned char *cargs = malloc(2 * d->args_size), *run = cargs ? cargs + d->args_size : NULL;
     void *ws = wsb ? aligned_alloc(64, (wsb + 63) / 64 * 64) : NULL;
     kcap_snapshot *cs = kcap_snapshot_create();
     kcap_error *err = calloc(1, sizeof *err);
     int rc = cargs && (ws || !wsb) && cs && err ? 0 : -1;
+    if (rc) { /* no memory for the candidate's buffers: not judged, and counted so */
+        pthread_mutex_lock(&g.lock);
+        g.not_judged++;
+        pthread_mutex_unlock(&g.lock);
+    }
     if (!rc)
         memcpy(cargs, args, d->args_size);
     /* every output the production call wrote gets a poisoned buffer of ours, same strides */
@@ -456,13 +481,15 @@ int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint
         bufs[nb++] = b;
         memcpy(cargs + a->offset, &b, sizeof b);
     }
+    if (!rc)
+        memcpy(run, cargs, d->args_size);
     uint64_t t0 = kcap_now_ns();
-    int status = rc ? 0 : fn(cargs, ws, wsb, NULL);
-    uint64_t cand_ns = kcap_now_ns() - t0;
+    int status = rc ? 0 : fn(run, ws, wsb, NULL);
+    uint64_t cand_ns = kcap_now_ns() - t0 + ws_ns;
     if (!rc && status == KCAP_CALL_OK)
-        slow_check(d, prod_ns * 1e-3, cand_ns * 1e-3, seq);
+        slow_check(d, prod_ns * 1e-3, cand_ns * 1e-3, seq, swaps);
     if (!rc && status != KCAP_CALL_OK) {
-        candidate_failed(d, status, seq);
+        candidate_failed(d, status, seq, swaps);
         rc = -1;
     }
     if (!rc)
@@ -487,12 +514,13 @@ int kcap_shadow_device(kcap_slot *sl, const void *a, void *ws, size_t wsb, void 
     kcap_call_fn fn;
     size_t cwsb;
     unsigned long long swaps;
-    if (candidate_of(sl, a, &fn, &cwsb, &swaps))
+    uint64_t ws_ns;
+    if (candidate_of(sl, a, &fn, &cwsb, &swaps, &ws_ns))
         return 1; /* counted as not judged; the caller captures it as usual */
     int failed = 0;
     int h = kcap_gpu_shadow(sl, a, ws, wsb, stream, seq, fn, cwsb, swaps, status, &failed);
     if (failed)
-        candidate_failed(sl->desc, failed, seq);
+        candidate_failed(sl->desc, failed, seq, swaps);
     if (h == 1) { /* not a call the device path shadows (sizes, graph, sync mode) */
         pthread_mutex_lock(&g.lock);
         g.not_judged++;
@@ -513,7 +541,7 @@ static int device_sink(kcap_slot *sl, const void *args, int verdict, kcap_snapsh
         pthread_mutex_unlock(&g.lock);
         return 0;
     }
-    slow_check(sl->desc, t->prod_us, t->cand_us, seq);
+    slow_check(sl->desc, t->prod_us, t->cand_us, seq, t->cand_gen);
     /* the candidate the call (or its graph) was launched with: a result of one replaced
        since is not counted (settle), not even as agreed */
     unsigned long long swaps = t->cand_gen;

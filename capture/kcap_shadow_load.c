@@ -45,7 +45,7 @@ int kcap_candidate_load(const char *cand, kcap_candidate *c, char *why, size_t n
     if (!tmp || tmp[0] != '/' || strlen(tmp) > sizeof dir - 64)
         tmp = "/tmp";
     snprintf(dir, sizeof dir, "%s/kcap-shadow.XXXXXX", tmp);
-    int in = open(cand, O_RDONLY | O_CLOEXEC);
+    int in = open(cand, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block the host */
     struct stat st;
     void *m = MAP_FAILED;
     memset(c, 0, sizeof *c);

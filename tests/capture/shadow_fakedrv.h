@@ -201,7 +201,11 @@ static int n_prod, n_cand, cand_status, prod_status, cand_by_worker;
 static void *cand_stream;
 static vattn_args cand_got;
 static int n_failed_cb, failed_cb_status;
-static void fail_cb(const kcap_call_desc *d, int status, uint64_t seq) { (void)d, (void)seq; n_failed_cb++, failed_cb_status = status; }
+static void fail_cb(const kcap_call_desc *d, int status, uint64_t seq, unsigned long long gen)
+{
+    (void)d, (void)seq, (void)gen;
+    n_failed_cb++, failed_cb_status = status;
+}
 static int prod(const void *a, void *ws, size_t wsb, void *st) { (void)a, (void)ws, (void)wsb, (void)st; n_prod++; return prod_status; }
 static int cand_sleep_ms;
 static atomic_int cand_entered;

@@ -9,9 +9,18 @@
  *   -DSTUB_HANG   never returns from vattn_verify, after starting a helper process that
  *                 sleeps (its pid written to $STUB_HANG_PIDFILE): `kcap shadow`'s replay gate
  *                 must end at its time limit and leave neither process behind.
+ *   shadow-mode candidates that misbehave (test_capture_shadow.sh), each returning success
+ *   from vattn_verify unless said: -DSTUB_MODARGS scrambles the sizes and strides of the args
+ *   it is given; -DSTUB_HUGEWS asks for SIZE_MAX - 1 bytes of workspace; -DSTUB_SLOWWS spends
+ *   30 ms in vattn_workspace_size; -DSTUB_LATEFAIL sleeps 1.5 s in vattn_verify, then
+ *   returns an error; -DSTUB_CTOR_ABORT aborts the process it is loaded into.
  * None of them computes anything; they are never reached on the success path.
  */
 #include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 #ifdef STUB_HANG
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,13 +42,37 @@ API const char *vattn_backend(void) { return "cpu"; }
 #endif
 
 API const char *vattn_status_string(int status) { return status ? "stub error" : "success"; }
-API size_t vattn_workspace_size(const void *args) { return args ? 0 : (size_t)-1; }
+API size_t vattn_workspace_size(const void *args)
+{
+#ifdef STUB_HUGEWS
+    return args ? SIZE_MAX - 1 : (size_t)-1;
+#endif
+#ifdef STUB_SLOWWS
+    usleep(30000);
+#endif
+    return args ? 0 : (size_t)-1;
+}
+
+#ifdef STUB_CTOR_ABORT
+__attribute__((constructor)) static void stub_abort(void) { abort(); }
+#endif
 
 #ifndef STUB_NOSYM
 /* status 17 is not a real vattn_status: if a wrong library is ever run, it shows. */
 API int vattn_verify(const void *a, void *ws, size_t wsb, void *st)
 {
     (void)a, (void)ws, (void)wsb, (void)st;
+#ifdef STUB_MODARGS
+    memset((char *)a + 8, 0x7f, 64); /* past struct_size: sizes, strides, pointers */
+    return 0;
+#endif
+#if defined STUB_HUGEWS || defined STUB_SLOWWS
+    return 0;
+#endif
+#ifdef STUB_LATEFAIL
+    usleep(1500000);
+    return 13;
+#endif
 #ifdef STUB_HANG
     pid_t h = fork();
     if (h == 0) {

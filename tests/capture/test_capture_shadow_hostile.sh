@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# test_capture_shadow_hostile.sh — shadow-mode candidates that misbehave, on the CPU path
+# (found by a hostile test): the host's results stay byte-identical and it exits 0 when the
+# candidate scrambles the args it was given (kcap read its outputs through the scrambled
+# sizes: SIGSEGV), asks for SIZE_MAX - 1 bytes of workspace (the rounded size wrapped to 0:
+# heap corruption), is a FIFO (the open blocked the host forever), is slow only in its
+# workspace function (never timed: never switched off), or fails late after a swap (the old
+# candidate's error switched the new one off).
+. "$(dirname "$0")/lib.sh"
+shadow_libs
+STUB=$ROOT/$B/tests/libvattn_stub
+need "${STUB}_modargs.so" "${STUB}_hugews.so" "${STUB}_slowws.so" "${STUB}_latefail.so"
+"$CLIENT" --calls 6 --seed 41 --hash >"$T/bare" || fail "client bare"
+"$CLIENT" --calls 8 --seed 41 --hash >"$T/bare8" || fail "client bare"
+
+with_kcap KCAP_DIR="$T/mod" KCAP_SHADOW="${STUB}_modargs.so" -- "$CLIENT" --calls 6 --seed 41 --hash >"$T/mod.out" 2>"$T/mod.err"
+rc=$?
+[ $rc = 0 ] && cmp -s "$T/bare" "$T/mod.out" && shadow_json "$T/mod" 'j["compared"]==6' &&
+    ok "a candidate that scrambles its args: host unaffected (exit 0, same results), all 6 calls judged from kcap's own copy" ||
+    { cat "$T/mod.err"; fail "candidate scrambling its args (exit $rc)"; }
+
+with_kcap KCAP_DIR="$T/huge" KCAP_SHADOW="${STUB}_hugews.so" -- "$CLIENT" --calls 6 --seed 41 --hash >"$T/huge.out" 2>"$T/huge.err"
+rc=$?
+[ $rc = 0 ] && cmp -s "$T/bare" "$T/huge.out" && shadow_json "$T/huge" 'j["compared"]==0 and j["not_judged"]==6' &&
+    ok "a candidate asking for SIZE_MAX - 1 bytes of workspace: not judged (6 counted), host unaffected" ||
+    { cat "$T/huge.err" "$T"/huge/shadow-*.json; fail "huge workspace (exit $rc)"; }
+
+mkfifo "$T/fifo.so"
+timeout 20 env KCAP_DIR="$T/fifo" KCAP_SHADOW="$T/fifo.so" LD_PRELOAD="$PRELOAD" "$CLIENT" --calls 2 --seed 41 --hash \
+    >"$T/fifo.out" 2>"$T/fifo.err"
+rc=$?
+[ $rc = 0 ] && cmp -s <(head -2 "$T/bare") "$T/fifo.out" && grep -q "is not a regular file" "$T/fifo.err" &&
+    ok "KCAP_SHADOW=a FIFO: named as not a regular file, host unaffected (no wait on the FIFO)" ||
+    { cat "$T/fifo.err"; fail "FIFO candidate (exit $rc; 124 = hung)"; }
+
+with_kcap KCAP_DIR="$T/slow" KCAP_SHADOW="${STUB}_slowws.so" KCAP_SHADOW_MAX_SLOWDOWN=4 -- "$CLIENT" --calls 8 --seed 41 --hash \
+    >"$T/slow.out" 2>"$T/slow.err"
+rc=$?
+[ $rc = 0 ] && cmp -s "$T/bare8" "$T/slow.out" &&
+    [ "$(grep -c 'shadow mode off: the candidate .* took' "$T/slow.err")" = 1 ] &&
+    ok "a candidate slow only in its workspace function: timed with the call, switched off with one line" ||
+    { cat "$T/slow.err"; fail "slow workspace function (exit $rc)"; }
+
+# a late error of the candidate a swap replaced: the new candidate stays on
+env KCAP_DIR="$T/late" KCAP_SHADOW="${STUB}_latefail.so" KCAP_SHADOW_MAX_SLOWDOWN=0 LD_PRELOAD="$PRELOAD" \
+    "$CLIENT" --calls 1 --seed 53 --until "$T/stop" --quiet 2>"$T/late.err" &
+pid=$!
+for _ in $(seq 100); do "$KCAP" shadow $pid --timeout 1 --status >/dev/null 2>&1 && break; sleep 0.1; done
+"$KCAP" shadow $pid "$CPU" --timeout 10 >"$T/late.sw" 2>&1
+sleep 2 # the old candidate's call returns its error meanwhile
+"$KCAP" shadow $pid --status >"$T/late.st" 2>&1
+touch "$T/stop"
+wait $pid
+crc=$?
+[ $crc = 0 ] && grep -q "shadow on candidate $CPU" "$T/late.st" && ! grep -q "shadow mode off" "$T/late.err" &&
+    ok "the replaced candidate's late error: ignored, the new candidate stays on, client exit 0" ||
+    { cat "$T/late.sw" "$T/late.st" "$T/late.err"; fail "late error after a swap (client $crc)"; }
+finish

@@ -17,6 +17,7 @@
 #include "kcap_names.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -301,6 +302,14 @@ int kcap_arm_send(const char *who, long pid, const char *dir, const char *need,
             }
             txt[got] = '\0';
             return show_reply(who, pid, txt, verbosity == KCAP_QUIET);
+        }
+        if (kill((pid_t)pid, 0) && errno == ESRCH) { /* gone: no answer is coming */
+            int taken = !withdraw_request(fin, aside, fd);
+            close(fd);
+            fprintf(stderr, "%s: process %ld exited before it answered%s\n", who, pid,
+                    taken ? " (it had taken the request: it may have died carrying it out; see its log)"
+                          : "; the request was withdrawn");
+            return 1;
         }
         nap_ms(20);
     }

@@ -18,6 +18,7 @@
 #include "kcap_cli.h"
 #include "kcap_config.h"
 #include "kcap_shadow_gate.h"
+#include "kcap_shadow_loadcheck.h"
 
 #include <dirent.h>
 #include <getopt.h>
@@ -194,9 +195,18 @@ int kcap_cmd_shadow(int argc, char **argv)
         if (kcap_arm_target("kcap shadow", pid, "KCAP_SHADOW") ||
             kcap_arm_dir_of("kcap shadow", pid, dir, d, sizeof d))
             return 1;
-        if (!has_snapshots(d)) {
-            if (verbosity != KCAP_QUIET)
-                printf("kcap shadow: no snapshots in %s to replay the candidate against first\n", d);
+        if (!has_snapshots(d)) { /* nothing to replay: it is at least loaded, away from the service */
+            kcap_loadcheck lc;
+            int pass = kcap_loadcheck_run(abs, (int)gate_s, &lc);
+            if (!pass && !force) {
+                kcap_loadcheck_say(stderr, abs, &lc, "; not armed (--force arms it anyway)\n");
+                return 1;
+            }
+            if (!pass && verbosity != KCAP_QUIET)
+                kcap_loadcheck_say(stdout, abs, &lc, "; armed anyway (--force)\n");
+            else if (verbosity != KCAP_QUIET)
+                printf("kcap shadow: no snapshots in %s to replay the candidate against first; it loads as a "
+                       "%s kernel library in a process of its own\n", d, lc.backend);
         } else {
             kcap_gate_result g;
             int pass = kcap_gate_run(d, abs, tols, verbosity == KCAP_VERBOSE, (int)gate_s, &g);

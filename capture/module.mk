@@ -51,7 +51,7 @@ $(KCAP_LIB): $(CAPTURE_OBJS) $(FORMATS_LIB) $(COMMON_OBJS) $(KCAP_MAP)
 	  $(HDF5_LIBS) -lzstd -ldl -lm
 
 KCAP_CLI_OBJS += $(OBJ)/capture/kcap_cmd_record.o $(OBJ)/capture/kcap_cmd_arm.o \
-                 $(OBJ)/capture/kcap_cmd_shadow.o $(OBJ)/capture/kcap_shadow_gate.o $(OBJ)/capture/kcap_arm_client.o \
+                 $(OBJ)/capture/kcap_cmd_shadow.o $(OBJ)/capture/kcap_shadow_gate.o $(OBJ)/capture/kcap_shadow_loadcheck.o $(OBJ)/capture/kcap_arm_client.o \
                  $(OBJ)/capture/kcap_config_cli.o $(OBJ)/capture/kcap_names_cli.o
 
 # the CLI gets its own copy of the parsers (default visibility, no libkcap internals)

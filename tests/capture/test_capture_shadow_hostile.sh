@@ -5,11 +5,14 @@
 # sizes: SIGSEGV), asks for SIZE_MAX - 1 bytes of workspace (the rounded size wrapped to 0:
 # heap corruption), is a FIFO (the open blocked the host forever), is slow only in its
 # workspace function (never timed: never switched off), or fails late after a swap (the old
-# candidate's error switched the new one off).
+# candidate's error switched the new one off); and `kcap shadow PID CAND` with no snapshot to
+# replay against loads the candidate in a process of its own first (one whose constructor
+# aborts was armed unvetted and killed the service), and says so when the target exits
+# before answering (it waited out its --timeout and spoke of a withdrawn request).
 . "$(dirname "$0")/lib.sh"
 shadow_libs
 STUB=$ROOT/$B/tests/libvattn_stub
-need "${STUB}_modargs.so" "${STUB}_hugews.so" "${STUB}_slowws.so" "${STUB}_latefail.so"
+need "${STUB}_modargs.so" "${STUB}_hugews.so" "${STUB}_slowws.so" "${STUB}_latefail.so" "${STUB}_ctor_abort.so"
 "$CLIENT" --calls 6 --seed 41 --hash >"$T/bare" || fail "client bare"
 "$CLIENT" --calls 8 --seed 41 --hash >"$T/bare8" || fail "client bare"
 
@@ -55,4 +58,31 @@ crc=$?
 [ $crc = 0 ] && grep -q "shadow on candidate $CPU" "$T/late.st" && ! grep -q "shadow mode off" "$T/late.err" &&
     ok "the replaced candidate's late error: ignored, the new candidate stays on, client exit 0" ||
     { cat "$T/late.sw" "$T/late.st" "$T/late.err"; fail "late error after a swap (client $crc)"; }
+
+# no snapshots to replay against: the candidate is loaded away from the service first
+env KCAP_DIR="$T/empty" KCAP_SHADOW="$CPU" LD_PRELOAD="$PRELOAD" \
+    "$CLIENT" --calls 1 --seed 53 --until "$T/stop2" --quiet 2>"$T/empty.err" &
+pid=$!
+for _ in $(seq 100); do "$KCAP" shadow $pid --timeout 1 --status >/dev/null 2>&1 && break; sleep 0.1; done
+"$KCAP" shadow $pid "${STUB}_ctor_abort.so" >"$T/ab.out" 2>&1
+rc=$?
+"$KCAP" shadow $pid --status >"$T/ab.st" 2>&1
+[ $rc = 1 ] && grep -q "killed that process (signal 6, Aborted): it would kill the service the same way; not armed" "$T/ab.out" &&
+    grep -q "shadow on candidate $CPU" "$T/ab.st" && kill -0 $pid 2>/dev/null &&
+    ok "no snapshots, a candidate whose constructor aborts: refused after loading it in a process of its own, the service alive" ||
+    { cat "$T/ab.out" "$T/ab.st"; fail "load check of an aborting candidate"; }
+"$KCAP" shadow $pid "$PERT" >"$T/ok.out" 2>&1 && grep -q "no snapshots in $T/empty to replay the candidate against first; it loads as a cpu kernel library in a process of its own" "$T/ok.out" &&
+    ok "no snapshots, a candidate that loads: said so, armed" || { cat "$T/ok.out"; fail "load check of a good candidate"; }
+touch "$T/stop2"
+wait $pid || fail "client of the load checks"
+# a target that exits while kcap waits for its answer (a dormant process never answers)
+mkdir -p "$T/gone"
+env KCAP_DIR="$T/gone" KCAP_SHADOW="$CPU" KCAP_DORMANT=1 LD_PRELOAD="$PRELOAD" sleep 2 &
+gp=$!
+sleep 0.3
+t0=$(date +%s)
+"$KCAP" shadow $gp --status --timeout 20 --dir "$T/gone" >"$T/gone.out" 2>&1
+el=$(($(date +%s) - t0))
+grep -q "process $gp exited before it answered" "$T/gone.out" && [ $el -lt 10 ] &&
+    ok "the target exits while kcap waits: said at once (${el}s), not after --timeout" || { cat "$T/gone.out"; fail "target gone (${el}s)"; }
 finish

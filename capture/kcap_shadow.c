@@ -275,23 +275,6 @@ static kcap_shadow_shape *shape_of(int call, const kcap_snapshot *s)
     return sh;
 }
 
-/* Elements a recorded output's view spans in the caller's memory. */
-static size_t span_elems(const kcap_tensor *t)
-{
-    size_t n = 1;
-    if (!t->has_strides) {
-        for (int k = 0; k < t->ndim; k++)
-            n *= (size_t)t->shape[k];
-        return n;
-    }
-    for (int k = 0; k < t->ndim; k++) {
-        if (!t->shape[k])
-            return 0;
-        n += (size_t)(t->shape[k] - 1) * (size_t)t->strides[k];
-    }
-    return n;
-}
-
 /* The candidate of this call as of now: 0 and its entry point, workspace bytes and the
  * swap count it belongs to; -1 (counted as not judged) when off, missing or refusing. */
 static int candidate_of(kcap_slot *sl, const void *args, kcap_call_fn *fn, size_t *wsb,
@@ -325,6 +308,9 @@ static int candidate_of(kcap_slot *sl, const void *args, kcap_call_fn *fn, size_
  * calls of a few microseconds, where launch noise dominates) on this many judged calls in a
  * row is switched off: shadow mode must not become the service's bottleneck. */
 #define KCAP_SHADOW_SLOW_CALLS 3
+/* A KV pool of the candidate's copy larger than this is rebuilt compact (the rows it reads,
+ * remapped: what replay does by default with a pool too big for memory) */
+#define KCAP_SHADOW_POOL_BYTES ((size_t)256 << 20)
 #define KCAP_SHADOW_SLACK_US 20.0
 
 static void slow_check(const kcap_call_desc *d, double prod_us, double cand_us, uint64_t seq,
@@ -449,37 +435,27 @@ int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint
     uint64_t ws_ns;
     if (candidate_of(sl, args, &fn, &wsb, &swaps, &ws_ns))
         return 0;
-    void *bufs[16] = {0};
-    int nb = 0, keep = 0;
-    /* cargs: the candidate's args as kcap made them, read back after the call; run: the
-       copy the candidate gets (what it changes there never reaches kcap's reading) */
+    int keep = 0;
+    /* the candidate's call rebuilt from the snapshot (kcap_call_rebuild): its inputs are
+       kcap's copies of the service's (a candidate that writes its inputs cannot reach the
+       service's memory), its outputs poisoned buffers of kcap's with the same strides.
+       cargs: those args as kcap made them, read back after the call; run: the copy the
+       candidate gets (what it changes there never reaches kcap's reading) */
+    kcap_rebuilt rb;
+    memset(&rb, 0, sizeof rb);
     unsigned char *cargs = malloc(2 * d->args_size), *run = cargs ? cargs + d->args_size : NULL;
     void *ws = wsb ? aligned_alloc(64, (wsb + 63) / 64 * 64) : NULL;
     kcap_snapshot *cs = kcap_snapshot_create();
     kcap_error *err = calloc(1, sizeof *err);
     int rc = cargs && (ws || !wsb) && cs && err ? 0 : -1;
-    if (rc) { /* no memory for the candidate's buffers: not judged, and counted so */
+    if (!rc && kcap_call_rebuild(d, snap, kcap_host_mem_ops(), KCAP_POOL_AUTO, KCAP_SHADOW_POOL_BYTES, &rb, err))
+        rc = -1;
+    if (rc) { /* no memory for the candidate's copy of the call: not judged, and counted so */
         pthread_mutex_lock(&g.lock);
         g.not_judged++;
         pthread_mutex_unlock(&g.lock);
-    }
-    if (!rc)
-        memcpy(cargs, args, d->args_size);
-    /* every output the production call wrote gets a poisoned buffer of ours, same strides */
-    for (int i = 0; !rc && i < d->nargs; i++) {
-        const kcap_arg_desc *a = &d->args[i];
-        const kcap_tensor *t = a->kind == KCAP_ARG_OUT ? kcap_snapshot_tensor(snap, a->name, KCAP_DIR_OUT) : NULL;
-        if (!t)
-            continue;
-        size_t bytes = span_elems(t) * kcap_dtype_size(t->dtype);
-        void *b = nb < 16 ? malloc(bytes ? bytes : 1) : NULL;
-        if (!b) {
-            rc = -1;
-            break;
-        }
-        memset(b, 0xFF, bytes);
-        bufs[nb++] = b;
-        memcpy(cargs + a->offset, &b, sizeof b);
+    } else {
+        memcpy(cargs, rb.args, d->args_size);
     }
     if (!rc)
         memcpy(run, cargs, d->args_size);
@@ -497,8 +473,7 @@ int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint
              kcap_call_record(d, cargs, KCAP_ARG_OUT, kcap_host_mem_ops(), cs, err);
     if (!rc)
         keep = settle(sl, snap, cs, seq, swaps);
-    for (int i = 0; i < nb; i++)
-        free(bufs[i]);
+    kcap_rebuilt_free(&rb, kcap_host_mem_ops());
     free(cargs);
     free(ws);
     free(err);

@@ -5,7 +5,8 @@
 # sizes: SIGSEGV), asks for SIZE_MAX - 1 bytes of workspace (the rounded size wrapped to 0:
 # heap corruption), is a FIFO (the open blocked the host forever), is slow only in its
 # workspace function (never timed: never switched off), or fails late after a swap (the old
-# candidate's error switched the new one off); and `kcap shadow PID CAND` with no snapshot to
+# candidate's error switched the new one off), or writes its inputs (it got the service's own
+# buffers: the service's q changed); and `kcap shadow PID CAND` with no snapshot to
 # replay against loads the candidate in a process of its own first (one whose constructor
 # aborts was armed unvetted and killed the service), and says so when the target exits
 # before answering (it waited out its --timeout and spoke of a withdrawn request).
@@ -27,6 +28,16 @@ rc=$?
 [ $rc = 0 ] && cmp -s "$T/bare" "$T/huge.out" && shadow_json "$T/huge" 'j["compared"]==0 and j["not_judged"]==6' &&
     ok "a candidate asking for SIZE_MAX - 1 bytes of workspace: not judged (6 counted), host unaffected" ||
     { cat "$T/huge.err" "$T"/huge/shadow-*.json; fail "huge workspace (exit $rc)"; }
+
+# a candidate that uses its inputs as scratch: it gets kcap's copies, the service's q stays
+mkdir -p "$T/d0" "$T/d1"
+"$CLIENT" --calls 3 --seed 41 --dump "$T/d0" >/dev/null 2>&1 || fail "client bare, --dump"
+with_kcap KCAP_DIR="$T/win" KCAP_SHADOW="$ROOT/$B/tests/libvattn_winput.so" -- "$CLIENT" --calls 3 --seed 41 --dump "$T/d1" \
+    >/dev/null 2>"$T/win.err"
+rc=$?
+[ $rc = 0 ] && [ "$(ls "$T/d0" | wc -l)" -gt 0 ] && diff -rq "$T/d0" "$T/d1" >/dev/null && shadow_json "$T/win" 'j["compared"]==3' &&
+    ok "a candidate that writes its inputs: the service's q and outputs byte-identical (the candidate read kcap's copies)" ||
+    { cat "$T/win.err"; diff -rq "$T/d0" "$T/d1"; fail "candidate writing its inputs (exit $rc)"; }
 
 mkfifo "$T/fifo.so"
 timeout 20 env KCAP_DIR="$T/fifo" KCAP_SHADOW="$T/fifo.so" LD_PRELOAD="$PRELOAD" "$CLIENT" --calls 2 --seed 41 --hash \

@@ -278,13 +278,22 @@ static kcap_shadow_shape *shape_of(int call, const kcap_snapshot *s)
 /* The candidate of this call as of now: 0 and its entry point, workspace bytes and the
  * swap count it belongs to; -1 (counted as not judged) when off, missing or refusing. */
 static int candidate_of(kcap_slot *sl, const void *args, kcap_call_fn *fn, size_t *wsb,
-                        unsigned long long *swaps, uint64_t *ws_ns)
+                        unsigned long long *swaps, uint64_t *ws_ns, size_t (**ws_later)(const void *))
 {
     pthread_mutex_lock(&g.lock); /* a swap replaces both together */
     *fn = g.fn[sl->call];
     size_t (*ws_fn)(const void *) = g.ws_fn[sl->call];
     *swaps = g.swaps;
     pthread_mutex_unlock(&g.lock);
+    if (ws_later) { /* the caller asks the size itself, on args of its own (the CPU path) */
+        *ws_later = ws_fn, *wsb = 0, *ws_ns = 0;
+        if (atomic_load(&g.on) && *fn)
+            return 0;
+        pthread_mutex_lock(&g.lock);
+        g.not_judged++;
+        pthread_mutex_unlock(&g.lock);
+        return -1;
+    }
     /* the candidate's workspace function sees a copy of the args (it must not reach the
        service's own struct), and its time counts as the candidate's */
     unsigned char copy[1024];
@@ -309,8 +318,9 @@ static int candidate_of(kcap_slot *sl, const void *args, kcap_call_fn *fn, size_
  * row is switched off: shadow mode must not become the service's bottleneck. */
 #define KCAP_SHADOW_SLOW_CALLS 3
 /* A KV pool of the candidate's copy larger than this is rebuilt compact (the rows it reads,
- * remapped: what replay does by default with a pool too big for memory) */
-#define KCAP_SHADOW_POOL_BYTES ((size_t)256 << 20)
+ * remapped, as replay does with a pool too big for memory): a full copy of a large pool per
+ * call cost the host ~190 ms at 254 MiB */
+#define KCAP_SHADOW_POOL_BYTES ((size_t)16 << 20)
 #define KCAP_SHADOW_SLACK_US 20.0
 
 static void slow_check(const kcap_call_desc *d, double prod_us, double cand_us, uint64_t seq,
@@ -433,7 +443,8 @@ int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint
     size_t wsb;
     unsigned long long swaps;
     uint64_t ws_ns;
-    if (candidate_of(sl, args, &fn, &wsb, &swaps, &ws_ns))
+    size_t (*ws_fn)(const void *) = NULL;
+    if (candidate_of(sl, args, &fn, &wsb, &swaps, &ws_ns, &ws_fn))
         return 0;
     int keep = 0;
     /* the candidate's call rebuilt from the snapshot (kcap_call_rebuild): its inputs are
@@ -444,18 +455,26 @@ int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint
     kcap_rebuilt rb;
     memset(&rb, 0, sizeof rb);
     unsigned char *cargs = malloc(2 * d->args_size), *run = cargs ? cargs + d->args_size : NULL;
-    void *ws = wsb ? aligned_alloc(64, (wsb + 63) / 64 * 64) : NULL;
     kcap_snapshot *cs = kcap_snapshot_create();
     kcap_error *err = calloc(1, sizeof *err);
-    int rc = cargs && (ws || !wsb) && cs && err ? 0 : -1;
+    void *ws = NULL;
+    int rc = cargs && cs && err ? 0 : -1;
     if (!rc && kcap_call_rebuild(d, snap, kcap_host_mem_ops(), KCAP_POOL_AUTO, KCAP_SHADOW_POOL_BYTES, &rb, err))
         rc = -1;
-    if (rc) { /* no memory for the candidate's copy of the call: not judged, and counted so */
+    if (!rc) { /* the workspace it asks for, on a copy of its own call (it sees no service memory) */
+        memcpy(cargs, rb.args, d->args_size);
+        memcpy(run, cargs, d->args_size);
+        uint64_t w0 = kcap_now_ns();
+        wsb = ws_fn ? ws_fn(run) : 0;
+        ws_ns = kcap_now_ns() - w0;
+        /* past 1 TiB no allocation meets it (and the rounding would wrap) */
+        if (wsb == (size_t)-1 || wsb > ((size_t)1 << 40) || (wsb && !(ws = aligned_alloc(64, (wsb + 63) / 64 * 64))))
+            rc = -1;
+    }
+    if (rc) { /* sizes it rejects, or no memory for its copy of the call: not judged, counted */
         pthread_mutex_lock(&g.lock);
         g.not_judged++;
         pthread_mutex_unlock(&g.lock);
-    } else {
-        memcpy(cargs, rb.args, d->args_size);
     }
     if (!rc)
         memcpy(run, cargs, d->args_size);
@@ -490,7 +509,7 @@ int kcap_shadow_device(kcap_slot *sl, const void *a, void *ws, size_t wsb, void 
     size_t cwsb;
     unsigned long long swaps;
     uint64_t ws_ns;
-    if (candidate_of(sl, a, &fn, &cwsb, &swaps, &ws_ns))
+    if (candidate_of(sl, a, &fn, &cwsb, &swaps, &ws_ns, NULL))
         return 1; /* counted as not judged; the caller captures it as usual */
     int failed = 0;
     int h = kcap_gpu_shadow(sl, a, ws, wsb, stream, seq, fn, cwsb, swaps, status, &failed);

@@ -70,47 +70,82 @@ static long long now_ms(void)
     return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-/* All of fd until its end, NUL-terminated (NULL when out of memory); *late set, and the
- * reading stopped, when the end has not come by deadline_ms (CLOCK_MONOTONIC; 0: none). */
-static char *read_all(int fd, long long deadline_ms, int *late)
+void kcap_child_collect(int p, int fd, int timeout_s, size_t max, char **out, int *status, int *timed_out)
 {
     size_t cap = 1 << 16, n = 0;
     char *b = malloc(cap);
-    *late = 0;
-    for (ssize_t r; b;) {
-        if (deadline_ms) { /* wait for the next bytes no later than the deadline */
-            long long left = deadline_ms - now_ms();
-            if (left <= 0) {
-                *late = 1;
-                break;
-            }
-            struct pollfd pf = {fd, POLLIN, 0};
-            int pr = poll(&pf, 1, left > 1000000 ? 1000000 : (int)left);
-            if (pr < 0 && errno != EINTR)
-                break;
-            if (pr <= 0)
-                continue; /* interrupted or timed out: the deadline is checked again */
+    long long end = timeout_s > 0 ? now_ms() + 1000ll * timeout_s : 0;
+    int exited = 0, st = 0;
+    long long drain_end = 0; /* after the exit, what is left is read for at most a second */
+    *status = -1, *timed_out = 0;
+    for (;;) {
+        if (!exited) { /* ended, not reaped yet: its group id stays its own for the kill below */
+            siginfo_t si;
+            memset(&si, 0, sizeof si);
+            int w = waitid(P_PID, (id_t)p, &si, WEXITED | WNOHANG | WNOWAIT);
+            if ((w == 0 && si.si_pid == p) || (w < 0 && errno == ECHILD))
+                exited = 1; /* (ECHILD: SIGCHLD ignored, no status to be had) */
+            if (exited)
+                drain_end = now_ms() + 1000;
         }
-        if (n + 1 == cap) {
-            char *nb = cap < KCAP_GATE_DOC_MAX ? realloc(b, cap * 2) : NULL;
-            if (!nb) { /* drain the rest so the child is never blocked on the pipe */
-                char sink[4096];
-                for (ssize_t d; (d = read(fd, sink, sizeof sink)) > 0 || (d < 0 && errno == EINTR);)
-                    ;
-                break;
-            }
-            b = nb, cap *= 2;
+        if (exited && now_ms() > drain_end)
+            break; /* a helper that keeps writing: the child's own output is in */
+        long long left = end ? end - now_ms() : 1000;
+        if (!exited && end && left <= 0) {
+            *timed_out = 1;
+            break;
         }
-        r = read(fd, b + n, cap - 1 - n);
+        int wait_ms = exited ? 0 : (int)(left < 50 ? left : 50);
+        if (fd < 0) { /* the pipe's end is read: only the child's exit is waited for */
+            if (exited)
+                break;
+            struct timespec ts = {0, (long)wait_ms * 1000000L};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        struct pollfd pf = {fd, POLLIN, 0};
+        int pr = poll(&pf, 1, wait_ms);
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr == 0) {
+            if (exited) /* exited, and nothing more is there: what a helper may still write is not its */
+                break;
+            continue;
+        }
+        char sink[4096];
+        int keep = b && n + 1 < max;
+        if (keep && n + 1 == cap) {
+            char *nb = realloc(b, cap * 2);
+            if (nb)
+                b = nb, cap *= 2;
+            keep = nb != NULL;
+        }
+        ssize_t r = keep ? read(fd, b + n, cap - 1 - n) : read(fd, sink, sizeof sink);
         if (r < 0 && errno == EINTR)
             continue;
-        if (r <= 0)
-            break;
-        n += (size_t)r;
+        if (r <= 0) {
+            close(fd);
+            fd = -1;
+            continue;
+        }
+        if (keep)
+            n += (size_t)r;
     }
+    if (fd >= 0)
+        close(fd);
+    /* whatever the child started in its group goes with it (helpers of a candidate; past the
+       limit the child too), then the child is reaped */
+    kill(-p, SIGKILL);
+    if (*timed_out)
+        kill(p, SIGKILL);
+    pid_t w;
+    while ((w = waitpid(p, &st, 0)) < 0 && errno == EINTR)
+        ;
+    if (w == p)
+        *status = st;
     if (b)
         b[n] = 0;
-    return b;
+    *out = b;
 }
 
 int kcap_gate_run(const char *dir, const char *cand, char tol[KCAP_NTOL][32], int verbose, int timeout_s,
@@ -139,23 +174,19 @@ int kcap_gate_run(const char *dir, const char *cand, char tol[KCAP_NTOL][32], in
         _exit(127);
     }
     close(pfd[1]);
-    if (p > 0)
-        setpgid(p, p); /* as the child does, whichever runs first */
-    int late = 0;
-    char *doc = p > 0 ? read_all(pfd[0], timeout_s > 0 ? now_ms() + 1000ll * timeout_s : 0, &late) : NULL;
-    close(pfd[0]);
+    if (p < 0) {
+        close(pfd[0]);
+        return 0;
+    }
+    setpgid(p, p); /* as the child does, whichever runs first */
+    char *doc = NULL;
+    int st = -1, late = 0;
+    kcap_child_collect(p, pfd[0], timeout_s, KCAP_GATE_DOC_MAX, &doc, &st, &late);
     if (late) {
-        kill(-p, SIGKILL); /* the replay and whatever it started */
-        kill(p, SIGKILL);
         g->timed_out = timeout_s;
         free(doc);
         doc = NULL;
-    }
-    int st = 0;
-    pid_t w = -1;
-    while (p > 0 && (w = waitpid(p, &st, 0)) < 0 && errno == EINTR)
-        ;
-    if (p > 0 && w == p) { /* else (SIGCHLD ignored: no status to wait for) rc stays -1: no pass */
+    } else if (st != -1) { /* else (SIGCHLD ignored: no status to wait for) rc stays -1: no pass */
         g->rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
         g->signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
     }

@@ -39,6 +39,15 @@ void kcap_gate_say(FILE *f, const char *cand, const char *dir, const kcap_gate_r
 /* The one document a replay writes, read into *g (exposed for the tests). */
 void kcap_gate_parse(const char *doc, kcap_gate_result *g);
 
+/* A child's output and end: reads fd (the read end of the child's pipe; closed on return)
+ * until the child p has exited and what it wrote is read, or until timeout_s seconds have
+ * passed (0: no limit), then kills p's process group. The end is the child's exit, not the
+ * pipe's: a helper process it started and that holds the pipe neither delays nor hangs it,
+ * and a child that closes its end early is still waited for under the limit. Keeps at most
+ * max bytes (NUL-terminated; *out NULL when out of memory); *status the wait status, -1
+ * when it could not be had (SIGCHLD ignored); *timed_out 1 past the limit. */
+void kcap_child_collect(int p, int fd, int timeout_s, size_t max, char **out, int *status, int *timed_out);
+
 /* The pass rule: exit status 0, a document, every case passed, the library loaded. */
 int kcap_gate_passed(const kcap_gate_result *g);
 

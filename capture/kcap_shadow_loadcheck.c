@@ -8,21 +8,14 @@
 #include "kcap_shadow_loadcheck.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "kcap_kernlib.h" /* replay/: the private-copy loader */
-
-static long long mono_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
+#include "kcap_kernlib.h"     /* replay/: the private-copy loader */
+#include "kcap_shadow_gate.h" /* kcap_child_collect */
 
 int kcap_loadcheck_run(const char *cand, int timeout_s, kcap_loadcheck *c)
 {
@@ -54,44 +47,26 @@ int kcap_loadcheck_run(const char *cand, int timeout_s, kcap_loadcheck *c)
         return 0;
     }
     setpgid(p, p);
-    char buf[1200];
-    size_t got = 0;
-    long long end = timeout_s > 0 ? mono_ms() + 1000ll * timeout_s : 0;
-    for (;;) {
-        long long left = end ? end - mono_ms() : -1;
-        if (end && left <= 0) {
-            c->timed_out = timeout_s;
-            break;
-        }
-        struct pollfd pf = {pfd[0], POLLIN, 0};
-        int pr = poll(&pf, 1, end ? (left > 1000000 ? 1000000 : (int)left) : -1);
-        if (pr < 0 && errno == EINTR)
-            continue;
-        if (pr <= 0)
-            continue; /* the deadline is checked again */
-        ssize_t r = read(pfd[0], buf + got, sizeof buf - 1 - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0 || (got += (size_t)r) == sizeof buf - 1)
-            break;
+    char *buf = NULL;
+    int st = -1, late = 0;
+    kcap_child_collect(p, pfd[0], timeout_s, 1200, &buf, &st, &late);
+    if (late)
+        c->timed_out = timeout_s;
+    if (!buf) {
+        snprintf(c->error, sizeof c->error, "out of memory reading the checking process");
+        return 0;
     }
-    close(pfd[0]);
-    if (c->timed_out)
-        kill(-p, SIGKILL), kill(p, SIGKILL);
-    int st = 0;
-    while (waitpid(p, &st, 0) < 0 && errno == EINTR)
-        ;
-    buf[got] = '\0';
     char *nl = strchr(buf, '\n');
     if (nl)
         *nl = '\0';
-    c->signal = !c->timed_out && WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+    c->signal = !c->timed_out && st != -1 && WIFSIGNALED(st) ? WTERMSIG(st) : 0;
     if (!strncmp(buf, "ok ", 3)) {
         snprintf(c->backend, sizeof c->backend, "%.15s", buf + 3);
-        c->ok = !c->timed_out && !c->signal && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        c->ok = !c->timed_out && st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
     } else if (!strncmp(buf, "error ", 6)) {
         snprintf(c->error, sizeof c->error, "%.1023s", buf + 6);
     }
+    free(buf);
     return c->ok;
 }
 

@@ -162,11 +162,15 @@ $(CAPT)/snapcmp: tests/capture/snapcmp.c $(FORMATS_LIB) $(COMMON_OBJS)
 	$(CC) $(CFLAGS) $(HDF5_CFLAGS) -Itests $< -o $@ $(LDFLAGS) $(FORMATS_LIB) $(COMMON_OBJS) \
 	  $(HDF5_LIBS) -lzstd -ldl -lm
 
-# a shadow candidate that writes its inputs (test_capture_shadow_hostile.sh)
+# shadow candidates that write their inputs, or (workspace function) their outputs
+# (test_capture_shadow_hostile.sh)
 $(TBIN)/libvattn_winput.so: tests/capture/vattn_winput.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -shared $< -o $@ $(LDFLAGS)
-ALL_TARGETS += $(TBIN)/libvattn_winput.so
+$(TBIN)/libvattn_wswrite.so: tests/capture/vattn_winput.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -shared -DWS_WRITES_O $< -o $@ $(LDFLAGS)
+ALL_TARGETS += $(TBIN)/libvattn_winput.so $(TBIN)/libvattn_wswrite.so
 
 # a library with the verify ABI that returns at once: the dormant-overhead benchmark
 $(CAPT)/libvattn_null.so: tests/capture/vattn_null.c

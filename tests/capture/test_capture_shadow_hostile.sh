@@ -9,11 +9,15 @@
 # buffers: the service's q changed); and `kcap shadow PID CAND` with no snapshot to
 # replay against loads the candidate in a process of its own first (one whose constructor
 # aborts was armed unvetted and killed the service), and says so when the target exits
-# before answering (it waited out its --timeout and spoke of a withdrawn request).
+# before answering (it waited out its --timeout and spoke of a withdrawn request); the gate
+# ends with the replay, not with its pipe: a candidate that closes its stdout and hangs is
+# killed at --gate-timeout (it hung kcap shadow forever), one whose helper process holds the
+# pipe is judged at once and the helper killed (it waited for the helper).
 . "$(dirname "$0")/lib.sh"
 shadow_libs
 STUB=$ROOT/$B/tests/libvattn_stub
-need "${STUB}_modargs.so" "${STUB}_hugews.so" "${STUB}_slowws.so" "${STUB}_latefail.so" "${STUB}_ctor_abort.so"
+need "${STUB}_modargs.so" "${STUB}_hugews.so" "${STUB}_slowws.so" "${STUB}_latefail.so" "${STUB}_ctor_abort.so" \
+    "${STUB}_closehang.so" "${STUB}_daemon.so"
 "$CLIENT" --calls 6 --seed 41 --hash >"$T/bare" || fail "client bare"
 "$CLIENT" --calls 8 --seed 41 --hash >"$T/bare8" || fail "client bare"
 
@@ -38,6 +42,13 @@ rc=$?
 [ $rc = 0 ] && [ "$(ls "$T/d0" | wc -l)" -gt 0 ] && diff -rq "$T/d0" "$T/d1" >/dev/null && shadow_json "$T/win" 'j["compared"]==3' &&
     ok "a candidate that writes its inputs: the service's q and outputs byte-identical (the candidate read kcap's copies)" ||
     { cat "$T/win.err"; diff -rq "$T/d0" "$T/d1"; fail "candidate writing its inputs (exit $rc)"; }
+
+with_kcap KCAP_DIR="$T/wsw" KCAP_SHADOW="$ROOT/$B/tests/libvattn_wswrite.so" -- "$CLIENT" --calls 6 --seed 41 --hash \
+    >"$T/wsw.out" 2>"$T/wsw.err"
+rc=$?
+[ $rc = 0 ] && cmp -s "$T/bare" "$T/wsw.out" &&
+    ok "a candidate whose workspace function writes the output it is shown: the service's outputs unchanged" ||
+    { cat "$T/wsw.err"; fail "workspace function writing outputs (exit $rc)"; }
 
 mkfifo "$T/fifo.so"
 timeout 20 env KCAP_DIR="$T/fifo" KCAP_SHADOW="$T/fifo.so" LD_PRELOAD="$PRELOAD" "$CLIENT" --calls 2 --seed 41 --hash \
@@ -86,6 +97,31 @@ rc=$?
     ok "no snapshots, a candidate that loads: said so, armed" || { cat "$T/ok.out"; fail "load check of a good candidate"; }
 touch "$T/stop2"
 wait $pid || fail "client of the load checks"
+# the gate against a live client's snapshots: a replay that closes its stdout and hangs, and
+# a candidate whose constructor leaves a helper process holding every fd
+env KCAP_DIR="$T/g" KCAP_SHADOW="$PERT" LD_PRELOAD="$PRELOAD" \
+    "$CLIENT" --calls 1 --seed 54 --until "$T/stop3" --quiet 2>"$T/g.err" &
+pid=$!
+for _ in $(seq 100); do [ "$(count_h5 "$T/g")" -ge 2 ] && break; sleep 0.1; done
+t0=$(date +%s)
+timeout 60 "$KCAP" shadow $pid "${STUB}_closehang.so" --gate-timeout 3 >"$T/ch.out" 2>&1
+rc=$?
+el=$(($(date +%s) - t0))
+[ $rc = 1 ] && [ $el -lt 20 ] && grep -q "had not ended after 3 s" "$T/ch.out" &&
+    ! pgrep -f "kcap replay $T/g " >/dev/null &&
+    ok "a replay that closes its stdout and hangs: refused at --gate-timeout 3 (${el}s), nothing left running" ||
+    { cat "$T/ch.out"; fail "gate on a closed-stdout hang (exit $rc after ${el}s)"; }
+t0=$(date +%s)
+STUB_HANG_PIDFILE="$T/daemon.pid" timeout 60 "$KCAP" shadow $pid "${STUB}_daemon.so" --gate-timeout 50 >"$T/dm.out" 2>&1
+rc=$?
+el=$(($(date +%s) - t0))
+dpid=$(cat "$T/daemon.pid" 2>/dev/null)
+for _ in $(seq 50); do [ -n "$dpid" ] && ! kill -0 "$dpid" 2>/dev/null && break; sleep 0.1; done
+[ $rc = 1 ] && [ $el -lt 15 ] && [ -n "$dpid" ] && ! kill -0 "$dpid" 2>/dev/null && ! grep -q "had not ended" "$T/dm.out" &&
+    ok "a candidate leaving a helper that holds the pipe: judged when the replay ends (${el}s), the helper killed" ||
+    { cat "$T/dm.out"; fail "gate with a helper process (exit $rc after ${el}s, helper ${dpid:-none})"; }
+touch "$T/stop3"
+wait $pid || fail "client of the gate checks"
 # a target that exits while kcap waits for its answer (a dormant process never answers)
 mkdir -p "$T/gone"
 env KCAP_DIR="$T/gone" KCAP_SHADOW="$CPU" KCAP_DORMANT=1 LD_PRELOAD="$PRELOAD" sleep 2 &

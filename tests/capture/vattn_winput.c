@@ -1,7 +1,9 @@
 /*
  * vattn_winput.c — a shadow-mode candidate that uses its inputs as scratch: it zeroes the
  * first token and head of q and returns success (test_capture_shadow_hostile.sh: the
- * service's q must be untouched, the candidate reading kcap's copy of the inputs).
+ * service's q must be untouched, the candidate reading kcap's copy of the inputs). Built
+ * with -DWS_WRITES_O, its workspace function also zeroes the start of the output o it is
+ * shown (the service's o must be untouched).
  */
 #include <string.h>
 
@@ -17,5 +19,12 @@ VATTN_API int vattn_verify(const vattn_args *a, void *ws, size_t n, void *s)
 
 VATTN_API int vattn_abi_version(void) { return VATTN_ABI_VERSION; }
 VATTN_API const char *vattn_backend(void) { return "cpu"; }
-VATTN_API size_t vattn_workspace_size(const vattn_args *a) { return a ? 0 : (size_t)-1; }
+VATTN_API size_t vattn_workspace_size(const vattn_args *a)
+{
+#ifdef WS_WRITES_O
+    if (a && a->o)
+        memset(a->o, 0, 64);
+#endif
+    return a ? 0 : (size_t)-1;
+}
 VATTN_API const char *vattn_status_string(int status) { return status ? "error" : "success"; }

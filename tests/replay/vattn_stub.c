@@ -13,7 +13,10 @@
  *   from vattn_verify unless said: -DSTUB_MODARGS scrambles the sizes and strides of the args
  *   it is given; -DSTUB_HUGEWS asks for SIZE_MAX - 1 bytes of workspace; -DSTUB_SLOWWS spends
  *   30 ms in vattn_workspace_size; -DSTUB_LATEFAIL sleeps 1.5 s in vattn_verify, then
- *   returns an error; -DSTUB_CTOR_ABORT aborts the process it is loaded into.
+ *   returns an error; -DSTUB_CTOR_ABORT aborts the process it is loaded into; -DSTUB_CLOSEHANG
+ *   closes its stdout in vattn_verify, then never returns; -DSTUB_DAEMON starts a helper
+ *   process from its constructor that holds every inherited fd for 20 s (its pid written to
+ *   $STUB_HANG_PIDFILE).
  * None of them computes anything; they are never reached on the success path.
  */
 #include <stddef.h>
@@ -56,6 +59,21 @@ API size_t vattn_workspace_size(const void *args)
 #ifdef STUB_CTOR_ABORT
 __attribute__((constructor)) static void stub_abort(void) { abort(); }
 #endif
+#ifdef STUB_DAEMON
+#include <stdio.h>
+__attribute__((constructor)) static void stub_daemon(void)
+{
+    pid_t h = fork();
+    if (h == 0) {
+        sleep(20);
+        _exit(0);
+    }
+    const char *pf = getenv("STUB_HANG_PIDFILE");
+    FILE *f = pf && h > 0 ? fopen(pf, "w") : NULL;
+    if (f)
+        fprintf(f, "%ld\n", (long)h), fclose(f);
+}
+#endif
 
 #ifndef STUB_NOSYM
 /* status 17 is not a real vattn_status: if a wrong library is ever run, it shows. */
@@ -68,6 +86,11 @@ API int vattn_verify(const void *a, void *ws, size_t wsb, void *st)
 #endif
 #if defined STUB_HUGEWS || defined STUB_SLOWWS
     return 0;
+#endif
+#ifdef STUB_CLOSEHANG
+    close(1);
+    for (;;)
+        pause();
 #endif
 #ifdef STUB_LATEFAIL
     usleep(1500000);

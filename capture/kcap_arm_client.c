@@ -225,6 +225,28 @@ static int withdraw_request(const char *fin, const char *aside, int own)
     return 0;
 }
 
+/* 1 when the process the request is for can no longer answer: it is gone, a zombie, or its
+ * pid now names another process (another start time). */
+static int target_gone(long pid, unsigned long long start)
+{
+    if (kill((pid_t)pid, 0) && errno == ESRCH)
+        return 1;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return fd < 0 && errno == ENOENT;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the state follows the command name */
+    if (p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))
+        return 1;
+    unsigned long long now = kcap_proc_start_time(pid);
+    return start && now && now != start;
+}
+
 int kcap_arm_send(const char *who, long pid, const char *dir, const char *need,
                   const char *cmd, uint64_t wait_s, int verbosity)
 {
@@ -303,7 +325,7 @@ int kcap_arm_send(const char *who, long pid, const char *dir, const char *need,
             txt[got] = '\0';
             return show_reply(who, pid, txt, verbosity == KCAP_QUIET);
         }
-        if (kill((pid_t)pid, 0) && errno == ESRCH) { /* gone: no answer is coming */
+        if (target_gone(pid, start)) { /* no answer is coming */
             int taken = !withdraw_request(fin, aside, fd);
             close(fd);
             fprintf(stderr, "%s: process %ld exited before it answered%s\n", who, pid,

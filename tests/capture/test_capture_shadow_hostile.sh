@@ -132,4 +132,17 @@ t0=$(date +%s)
 el=$(($(date +%s) - t0))
 grep -q "process $gp exited before it answered" "$T/gone.out" && [ $el -lt 10 ] &&
     ok "the target exits while kcap waits: said at once (${el}s), not after --timeout" || { cat "$T/gone.out"; fail "target gone (${el}s)"; }
+# ... and one that becomes a zombie (its parent, an exec'd sleep, never reaps it)
+bash -c 'env KCAP_DIR="$1" KCAP_SHADOW="$2" KCAP_DORMANT=1 LD_PRELOAD="$3" sleep 2 & echo $! >"$4"; exec sleep 30' \
+    _ "$T/gone" "$CPU" "$PRELOAD" "$T/zpid" &
+zparent=$!
+for _ in $(seq 50); do [ -s "$T/zpid" ] && break; sleep 0.1; done
+zp=$(cat "$T/zpid")
+sleep 0.3
+t0=$(date +%s)
+"$KCAP" shadow $zp --status --timeout 20 --dir "$T/gone" >"$T/zombie.out" 2>&1
+el=$(($(date +%s) - t0))
+kill $zparent 2>/dev/null; wait $zparent 2>/dev/null
+grep -q "process $zp exited before it answered" "$T/zombie.out" && [ $el -lt 10 ] &&
+    ok "a target that becomes a zombie while kcap waits: said at once (${el}s)" || { cat "$T/zombie.out"; fail "zombie target (${el}s)"; }
 finish

@@ -172,7 +172,7 @@ int kcap_cmd_shadow(int argc, char **argv)
         }
         /* the tolerances of the gate: given, else the process's own, else replay's default
          * (tols[k] ""); the request carries the given ones as terms "atol=A " */
-        char tols[KCAP_NTOL][32] = {{0}}, terms[KCAP_NTOL * 48] = "", flags[KCAP_NTOL * 48] = "";
+        char tols[KCAP_NTOL][32] = {{0}}, terms[KCAP_NTOL * 48 + 64] = "", flags[KCAP_NTOL * 48] = "";
         for (int k = 0; k < KCAP_NTOL; k++) {
             char env[64];
             double v = tol[k];
@@ -186,7 +186,7 @@ int kcap_cmd_shadow(int argc, char **argv)
                 snprintf(terms + strlen(terms), sizeof terms - strlen(terms), "%s=%s ",
                          kcap_tol_names[k].key, tols[k]);
         }
-        if (strlen(terms) + strlen(abs) > KCAP_SHADOW_REQUEST_MAX - 7) {
+        if (strlen(terms) + strlen(abs) > KCAP_SHADOW_REQUEST_MAX - 7 - 32) { /* and the hash term */
             fprintf(stderr, "kcap shadow: %s with those tolerances makes a request too long "
                             "(%d characters at most)\n", abs, KCAP_SHADOW_REQUEST_MAX);
             return 1;
@@ -195,9 +195,21 @@ int kcap_cmd_shadow(int argc, char **argv)
         if (kcap_arm_target("kcap shadow", pid, "KCAP_SHADOW") ||
             kcap_arm_dir_of("kcap shadow", pid, dir, d, sizeof d))
             return 1;
+        /* every check runs on one private copy, whose hash the request carries: the process
+           loads those bytes or nothing (a rebuild in place meanwhile is refused there) */
+        char cdir[PATH_MAX], ccopy[PATH_MAX + 32], chash[40], cwhy[PATH_MAX + 200];
+        if (kcap_check_copy(abs, cdir, sizeof cdir, ccopy, sizeof ccopy, chash, sizeof chash, cwhy, sizeof cwhy)) {
+            fprintf(stderr, "kcap shadow: %s\n", cwhy);
+            return 1;
+        }
+        char hterm[64];
+        snprintf(hterm, sizeof hterm, "hash=%s ", chash);
+        memmove(terms + strlen(hterm), terms, strlen(terms) + 1);
+        memcpy(terms, hterm, strlen(hterm));
         if (!has_snapshots(d)) { /* nothing to replay: it is at least loaded, away from the service */
             kcap_loadcheck lc;
-            int pass = kcap_loadcheck_run(abs, (int)gate_s, &lc);
+            int pass = kcap_loadcheck_run(ccopy, (int)gate_s, &lc);
+            kcap_check_copy_remove(cdir, ccopy);
             if (!pass && !force) {
                 kcap_loadcheck_say(stderr, abs, &lc, "; not armed (--force arms it anyway)\n");
                 return 1;
@@ -209,7 +221,8 @@ int kcap_cmd_shadow(int argc, char **argv)
                        "%s kernel library in a process of its own\n", d, lc.backend);
         } else {
             kcap_gate_result g;
-            int pass = kcap_gate_run(d, abs, tols, verbosity == KCAP_VERBOSE, (int)gate_s, &g);
+            int pass = kcap_gate_run(d, ccopy, tols, verbosity == KCAP_VERBOSE, (int)gate_s, &g);
+            kcap_check_copy_remove(cdir, ccopy);
             if (!pass && !force) {
                 kcap_gate_say(stderr, abs, d, &g, "; not armed (--force arms it anyway)\n");
                 fprintf(stderr, "kcap shadow: run `kcap replay '%s' --kernel '%s'%s` to see where\n", d, abs,
@@ -223,6 +236,11 @@ int kcap_cmd_shadow(int argc, char **argv)
                        flags);
         }
         snprintf(cmd, sizeof cmd, "shadow %s%s", terms, abs);
+        /* a test seam: a window between the checks and the request, for the test of a file
+           replaced in between (test_capture_shadow_hostile.sh) */
+        const char *delay = getenv("KCAP_SHADOW_TEST_DELAY_MS");
+        if (delay && atoi(delay) > 0 && atoi(delay) <= 10000)
+            usleep((useconds_t)atoi(delay) * 1000);
     }
     return kcap_arm_send("kcap shadow", pid, dir, "KCAP_SHADOW", cmd, wait_s, verbosity);
 }

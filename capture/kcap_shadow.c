@@ -155,7 +155,7 @@ int kcap_shadow_init(const char *cand, const char *dir)
     char why[PATH_MAX + 200], tt[160];
     kcap_shadow_tols tol;
     memcpy(tol.v, kcap_cfg()->shadow_tol, sizeof tol.v); /* KCAP_SHADOW_ATOL... */
-    if (kcap_candidate_load(cand, &c, why, sizeof why) || install(cand, &c, &tol, why, sizeof why)) {
+    if (kcap_candidate_load(cand, NULL, &c, why, sizeof why) || install(cand, &c, &tol, why, sizeof why)) {
         kcap_log(KCAP_LOG_WARN, "KCAP_SHADOW: %s; shadow mode off", why);
         return -1;
     }
@@ -197,20 +197,33 @@ int kcap_shadow_request(const char *cmd, char *reply, size_t n)
 {
     char why[PATH_MAX + 200], tt[160];
     if (!strncmp(cmd, "shadow ", 7)) {
-        /* "shadow [atol=A] [rtol=R] [lse_atol=A] [lse_rtol=R] /abs/CAND.so": the path last
-         * (it may hold spaces); a term left out is the configured value, so the plain
-         * "shadow /abs/CAND.so" of older clients means the configured tolerances */
+        /* "shadow [hash=xxh64:H] [atol=A] [rtol=R] [lse_atol=A] [lse_rtol=R] /abs/CAND.so":
+         * the path last (it may hold spaces); a tolerance left out is the configured value,
+         * so the plain "shadow /abs/CAND.so" of older clients means the configured ones; the
+         * hash, of the bytes kcap shadow checked, must be the file's when it is loaded */
         kcap_candidate c;
         kcap_shadow_tols t;
-        const char *cand;
+        const char *cand, *terms = cmd + 7;
+        char want[40] = "";
+        if (!strncmp(terms, "hash=", 5)) {
+            size_t hl = strcspn(terms + 5, " ");
+            if (hl && hl < sizeof want && terms[5 + hl] == ' ')
+                snprintf(want, sizeof want, "%.*s", (int)hl, terms + 5);
+            terms += 5 + hl + (terms[5 + hl] == ' ');
+        }
         memcpy(t.v, kcap_cfg()->shadow_tol, sizeof t.v);
-        if (kcap_parse_tol_terms(cmd + 7, t.v, &cand) || *cand != '/') {
+        if (!strncmp(cmd + 7, "hash=", 5) && !want[0]) {
+            snprintf(reply, n, "error malformed shadow request at '%.60s' (hash=xxh64:...)\n", cmd + 7);
+            return -1;
+        }
+        if (kcap_parse_tol_terms(terms, t.v, &cand) || *cand != '/') {
             snprintf(reply, n, "error malformed shadow request at '%.60s' (tolerance terms "
                      "atol=, rtol=, lse_atol=, lse_rtol= with a non-negative finite number, "
                      "then an absolute candidate path)\n", cand);
             return -1;
         }
-        if (kcap_candidate_load(cand, &c, why, sizeof why) || install(cand, &c, &t, why, sizeof why)) {
+        if (kcap_candidate_load(cand, want[0] ? want : NULL, &c, why, sizeof why) ||
+            install(cand, &c, &t, why, sizeof why)) {
             snprintf(reply, n, "error %s; the candidate is unchanged\n", why);
             return -1;
         }

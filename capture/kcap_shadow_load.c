@@ -36,7 +36,7 @@ static void *(*libc_dlsym(void))(void *, const char *)
 /* Copy `src` to a private 0700 directory and dlopen the copy (the loader caches by path
  * and inode: a library rebuilt in place must not come back as the old code). 0, or -1 and
  * the reason in why. */
-int kcap_candidate_load(const char *cand, kcap_candidate *c, char *why, size_t n)
+int kcap_candidate_load(const char *cand, const char *want_hash, kcap_candidate *c, char *why, size_t n)
 {
     /* the private copy goes under TMPDIR (else /tmp): a /tmp mounted noexec, common in
        hardened containers, would refuse to map it */
@@ -74,11 +74,19 @@ int kcap_candidate_load(const char *cand, kcap_candidate *c, char *why, size_t n
         rmdir(dir);
         return -1;
     }
+    snprintf(c->hash, sizeof c->hash, "xxh64:%016llx",
+             (unsigned long long)kcap_xxh64(m, (size_t)st.st_size, 0));
+    if (want_hash && strcmp(want_hash, c->hash)) { /* not what kcap shadow checked */
+        snprintf(why, n, "%s changed since kcap shadow checked it (%s then, %s now): not loaded", cand,
+                 want_hash, c->hash);
+        munmap(m, (size_t)st.st_size);
+        close(in);
+        rmdir(dir);
+        return -1;
+    }
     snprintf(copy, sizeof copy, "%s/candidate.so", dir);
     int out = open(copy, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
     int ok = out >= 0 && write(out, m, (size_t)st.st_size) == (ssize_t)st.st_size;
-    snprintf(c->hash, sizeof c->hash, "xxh64:%016llx",
-             (unsigned long long)kcap_xxh64(m, (size_t)st.st_size, 0));
     munmap(m, (size_t)st.st_size);
     close(in);
     if (out >= 0)

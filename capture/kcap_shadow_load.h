@@ -21,7 +21,10 @@ typedef struct {
 
 /* Copy `cand` to a private 0700 directory under TMPDIR (else /tmp), dlopen the copy and find
  * the hooked calls' entry points in it (libc's dlsym: libkcap's would hand back capture
- * wrappers). 0, or -1 and the reason, naming `cand`, in why. */
-int kcap_candidate_load(const char *cand, kcap_candidate *c, char *why, size_t n);
+ * wrappers). want_hash (NULL: any): the bytes must hash to it ("xxh64:..."), checked before
+ * anything of them runs — `kcap shadow` sends the hash of what it checked, so a file
+ * replaced since is refused, not loaded into the service. 0, or -1 and the reason, naming
+ * `cand`, in why. */
+int kcap_candidate_load(const char *cand, const char *want_hash, kcap_candidate *c, char *why, size_t n);
 
 #endif

@@ -8,6 +8,8 @@
 #include "kcap_shadow_loadcheck.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 #include <unistd.h>
 
 #include "kcap_kernlib.h"     /* replay/: the private-copy loader */
+#include "kcap_snapshot.h"    /* formats/: kcap_xxh64 */
 #include "kcap_shadow_gate.h" /* kcap_child_collect */
 
 int kcap_loadcheck_run(const char *cand, int timeout_s, kcap_loadcheck *c)
@@ -82,4 +85,67 @@ void kcap_loadcheck_say(FILE *f, const char *cand, const kcap_loadcheck *c, cons
         fprintf(f, "kcap shadow: %s cannot be loaded as a kernel library: %s%s", cand, c->error, tail);
     else
         fprintf(f, "kcap shadow: loading %s in a process of its own gave no result%s", cand, tail);
+}
+
+int kcap_check_copy(const char *cand, char *dir, size_t dn, char *copy, size_t cn, char *hash, size_t hn,
+                    char *why, size_t wn)
+{
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || tmp[0] != '/')
+        tmp = "/tmp";
+    dir[0] = copy[0] = '\0';
+    int in = open(cand, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    if (in < 0 || fstat(in, &st) || !S_ISREG(st.st_mode)) {
+        snprintf(why, wn, "%s %s", cand, in < 0 ? "cannot be read" : "is not a regular file");
+        if (in >= 0)
+            close(in);
+        return -1;
+    }
+    size_t cap = st.st_size > 0 ? (size_t)st.st_size : 1, len = 0;
+    char *b = malloc(cap);
+    for (ssize_t r; b;) { /* one read of the bytes: what is hashed is what is checked */
+        if (len == cap) {
+            char *nb = realloc(b, cap * 2);
+            if (!nb) {
+                free(b), b = NULL;
+                break;
+            }
+            b = nb, cap *= 2;
+        }
+        r = read(in, b + len, cap - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+    }
+    close(in);
+    snprintf(dir, dn, "%s/kcap-shadow-check.XXXXXX", tmp);
+    if (!b || !mkdtemp(dir))
+        dir[0] = '\0'; /* nothing made: nothing to remove */
+    if (dir[0])
+        snprintf(copy, cn, "%s/candidate.so", dir);
+    int fd = dir[0] ? open(copy, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700) : -1;
+    int ok = fd >= 0 && write(fd, b, len) == (ssize_t)len;
+    if (fd >= 0)
+        ok = close(fd) == 0 && ok;
+    if (ok)
+        snprintf(hash, hn, "xxh64:%016llx", (unsigned long long)kcap_xxh64(b, len, 0));
+    free(b);
+    if (!ok) {
+        snprintf(why, wn, "%s: no private copy to check can be made under %s (set TMPDIR to a writable "
+                 "directory)", cand, tmp);
+        kcap_check_copy_remove(dir, copy);
+        return -1;
+    }
+    return 0;
+}
+
+void kcap_check_copy_remove(const char *dir, const char *copy)
+{
+    if (copy[0])
+        unlink(copy);
+    if (dir[0])
+        rmdir(dir);
 }

@@ -22,6 +22,14 @@ typedef struct {
  * limit). Fills *c; returns c->ok. */
 int kcap_loadcheck_run(const char *cand, int timeout_s, kcap_loadcheck *c);
 
+/* The bytes every check looks at: a private copy of cand (TMPDIR, else /tmp) in dir[],
+ * copy[], and their hash ("xxh64:..."), which the request carries so that the process loads
+ * those bytes or nothing (a file replaced after the checks is refused there). 0, or -1 with
+ * the reason in why. kcap_check_copy_remove removes both. */
+int kcap_check_copy(const char *cand, char *dir, size_t dn, char *copy, size_t cn, char *hash, size_t hn,
+                    char *why, size_t wn);
+void kcap_check_copy_remove(const char *dir, const char *copy);
+
 /* One line to f, ending in `tail`, saying why the check refused cand. */
 void kcap_loadcheck_say(FILE *f, const char *cand, const kcap_loadcheck *c, const char *tail);
 

@@ -120,6 +120,19 @@ for _ in $(seq 50); do [ -n "$dpid" ] && ! kill -0 "$dpid" 2>/dev/null && break;
 [ $rc = 1 ] && [ $el -lt 15 ] && [ -n "$dpid" ] && ! kill -0 "$dpid" 2>/dev/null && ! grep -q "had not ended" "$T/dm.out" &&
     ok "a candidate leaving a helper that holds the pipe: judged when the replay ends (${el}s), the helper killed" ||
     { cat "$T/dm.out"; fail "gate with a helper process (exit $rc after ${el}s, helper ${dpid:-none})"; }
+# the file checked is the file loaded: replaced (renamed over) after the checks, before the
+# process loads it, the process refuses it (it loaded whatever the path held then)
+cp "$CPU" "$T/cand_t.so"
+(sleep 0.5; cp "${STUB}_ctor_abort.so" "$T/n.so" && mv "$T/n.so" "$T/cand_t.so") &
+swp=$!
+KCAP_SHADOW_TEST_DELAY_MS=1500 "$KCAP" shadow $pid "$T/cand_t.so" >"$T/toc.out" 2>&1
+rc=$?
+wait $swp
+"$KCAP" shadow $pid --status >"$T/toc.st" 2>&1
+[ $rc = 1 ] && kill -0 $pid 2>/dev/null && grep -q "changed since kcap shadow checked it" "$T/toc.out" &&
+    grep -q "candidate $PERT" "$T/toc.st" &&
+    ok "a candidate replaced after the gate: the process refuses it (hash of the checked bytes), the service alive" ||
+    { cat "$T/toc.out" "$T/toc.st"; fail "candidate replaced after the gate (exit $rc)"; }
 touch "$T/stop3"
 wait $pid || fail "client of the gate checks"
 # a target that exits while kcap waits for its answer (a dormant process never answers)

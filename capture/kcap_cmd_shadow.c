@@ -208,7 +208,7 @@ int kcap_cmd_shadow(int argc, char **argv)
         memcpy(terms, hterm, strlen(hterm));
         if (!has_snapshots(d)) { /* nothing to replay: it is at least loaded, away from the service */
             kcap_loadcheck lc;
-            int pass = kcap_loadcheck_run(ccopy, (int)gate_s, &lc);
+            int pass = kcap_loadcheck_run(ccopy, cdir, (int)gate_s, &lc);
             kcap_check_copy_remove(cdir, ccopy);
             if (!pass && !force) {
                 kcap_loadcheck_say(stderr, abs, &lc, "; not armed (--force arms it anyway)\n");
@@ -221,7 +221,7 @@ int kcap_cmd_shadow(int argc, char **argv)
                        "%s kernel library in a process of its own\n", d, lc.backend);
         } else {
             kcap_gate_result g;
-            int pass = kcap_gate_run(d, ccopy, tols, verbosity == KCAP_VERBOSE, (int)gate_s, &g);
+            int pass = kcap_gate_run(d, ccopy, tols, verbosity == KCAP_VERBOSE, (int)gate_s, cdir, &g);
             kcap_check_copy_remove(cdir, ccopy);
             if (!pass && !force) {
                 kcap_gate_say(stderr, abs, d, &g, "; not armed (--force arms it anyway)\n");

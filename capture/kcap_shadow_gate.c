@@ -149,7 +149,7 @@ void kcap_child_collect(int p, int fd, int timeout_s, size_t max, char **out, in
 }
 
 int kcap_gate_run(const char *dir, const char *cand, char tol[KCAP_NTOL][32], int verbose, int timeout_s,
-                  kcap_gate_result *g)
+                  const char *tmpdir, kcap_gate_result *g)
 {
     memset(g, 0, sizeof *g);
     g->rc = -1;
@@ -166,6 +166,8 @@ int kcap_gate_run(const char *dir, const char *cand, char tol[KCAP_NTOL][32], in
     pid_t p = fork();
     if (p == 0) {
         setpgid(0, 0); /* its own group: a time limit kills the candidate's children too */
+        if (tmpdir)
+            setenv("TMPDIR", tmpdir, 1);
         dup2(pfd[1], STDOUT_FILENO); /* the document; the human table goes to stderr */
         close(pfd[0]), close(pfd[1]);
         if (!verbose) /* what it found is said from its document (kcap_gate_say) */

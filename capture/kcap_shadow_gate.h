@@ -28,10 +28,11 @@ typedef struct {
 /* Replay the snapshots in dir through cand, with each tolerance of tol[] that is not "".
  * verbose: the replay's own output shown (stderr), else silent. A replay still running after
  * timeout_s seconds (0: no limit) is killed with everything it started (a candidate that
- * hangs) and does not pass. Fills *g; returns 1 when the candidate passed (exit 0, a
- * document, every case passed), 0 otherwise. */
+ * hangs) and does not pass. tmpdir (NULL: inherited): the replay's TMPDIR, where its private
+ * copy of cand goes. Fills *g; returns 1 when the candidate passed (exit 0, a document, every
+ * case passed), 0 otherwise. */
 int kcap_gate_run(const char *dir, const char *cand, char tol[KCAP_NTOL][32], int verbose, int timeout_s,
-                  kcap_gate_result *g);
+                  const char *tmpdir, kcap_gate_result *g);
 
 /* One line to f (ending in `tail`) saying why the gate refused cand on dir's snapshots. */
 void kcap_gate_say(FILE *f, const char *cand, const char *dir, const kcap_gate_result *g, const char *tail);

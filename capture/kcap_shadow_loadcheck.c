@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -20,7 +21,7 @@
 #include "kcap_snapshot.h"    /* formats/: kcap_xxh64 */
 #include "kcap_shadow_gate.h" /* kcap_child_collect */
 
-int kcap_loadcheck_run(const char *cand, int timeout_s, kcap_loadcheck *c)
+int kcap_loadcheck_run(const char *cand, const char *tmpdir, int timeout_s, kcap_loadcheck *c)
 {
     memset(c, 0, sizeof *c);
     int pfd[2];
@@ -33,6 +34,8 @@ int kcap_loadcheck_run(const char *cand, int timeout_s, kcap_loadcheck *c)
     if (p == 0) {
         setpgid(0, 0);
         close(pfd[0]);
+        if (tmpdir)
+            setenv("TMPDIR", tmpdir, 1); /* its private copy where the parent removes it */
         kcap_kernlib *k = NULL;
         kcap_error err = {0};
         char line[1100];
@@ -142,10 +145,19 @@ int kcap_check_copy(const char *cand, char *dir, size_t dn, char *copy, size_t c
     return 0;
 }
 
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
 void kcap_check_copy_remove(const char *dir, const char *copy)
 {
     if (copy[0])
         unlink(copy);
+    /* and whatever the checking processes left there (their TMPDIR: a private copy of a
+       candidate that crashed or hung in its constructors) */
     if (dir[0])
-        rmdir(dir);
+        nftw(dir, remove_one, 8, FTW_DEPTH | FTW_PHYS);
 }

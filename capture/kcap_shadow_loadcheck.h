@@ -19,13 +19,15 @@ typedef struct {
 } kcap_loadcheck;
 
 /* Load cand in a child process (its own process group, killed whole after timeout_s; 0: no
- * limit). Fills *c; returns c->ok. */
-int kcap_loadcheck_run(const char *cand, int timeout_s, kcap_loadcheck *c);
+ * limit; TMPDIR tmpdir when not NULL, so what it leaves is the caller's to remove). Fills
+ * *c; returns c->ok. */
+int kcap_loadcheck_run(const char *cand, const char *tmpdir, int timeout_s, kcap_loadcheck *c);
 
 /* The bytes every check looks at: a private copy of cand (TMPDIR, else /tmp) in dir[],
  * copy[], and their hash ("xxh64:..."), which the request carries so that the process loads
  * those bytes or nothing (a file replaced after the checks is refused there). 0, or -1 with
- * the reason in why. kcap_check_copy_remove removes both. */
+ * the reason in why. kcap_check_copy_remove removes both, and all under dir (the checking
+ * processes run with it as TMPDIR). */
 int kcap_check_copy(const char *cand, char *dir, size_t dn, char *copy, size_t cn, char *hash, size_t hn,
                     char *why, size_t wn);
 void kcap_check_copy_remove(const char *dir, const char *copy);

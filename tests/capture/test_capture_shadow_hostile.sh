@@ -86,12 +86,13 @@ env KCAP_DIR="$T/empty" KCAP_SHADOW="$CPU" LD_PRELOAD="$PRELOAD" \
     "$CLIENT" --calls 1 --seed 53 --until "$T/stop2" --quiet 2>"$T/empty.err" &
 pid=$!
 for _ in $(seq 100); do "$KCAP" shadow $pid --timeout 1 --status >/dev/null 2>&1 && break; sleep 0.1; done
-"$KCAP" shadow $pid "${STUB}_ctor_abort.so" >"$T/ab.out" 2>&1
+mkdir -p "$T/tmpk"
+TMPDIR="$T/tmpk" "$KCAP" shadow $pid "${STUB}_ctor_abort.so" >"$T/ab.out" 2>&1
 rc=$?
 "$KCAP" shadow $pid --status >"$T/ab.st" 2>&1
 [ $rc = 1 ] && grep -q "killed that process (signal 6, Aborted): it would kill the service the same way; not armed" "$T/ab.out" &&
-    grep -q "shadow on candidate $CPU" "$T/ab.st" && kill -0 $pid 2>/dev/null &&
-    ok "no snapshots, a candidate whose constructor aborts: refused after loading it in a process of its own, the service alive" ||
+    grep -q "shadow on candidate $CPU" "$T/ab.st" && kill -0 $pid 2>/dev/null && [ -z "$(ls -A "$T/tmpk")" ] &&
+    ok "no snapshots, a candidate whose constructor aborts: refused after loading it in a process of its own, the service alive, TMPDIR left empty" ||
     { cat "$T/ab.out" "$T/ab.st"; fail "load check of an aborting candidate"; }
 "$KCAP" shadow $pid "$PERT" >"$T/ok.out" 2>&1 && grep -q "no snapshots in $T/empty to replay the candidate against first; it loads as a cpu kernel library in a process of its own" "$T/ok.out" &&
     ok "no snapshots, a candidate that loads: said so, armed" || { cat "$T/ok.out"; fail "load check of a good candidate"; }
@@ -104,12 +105,12 @@ env KCAP_DIR="$T/g" KCAP_SHADOW="$PERT" LD_PRELOAD="$PRELOAD" \
 pid=$!
 for _ in $(seq 100); do [ "$(count_h5 "$T/g")" -ge 2 ] && break; sleep 0.1; done
 t0=$(date +%s)
-timeout 60 "$KCAP" shadow $pid "${STUB}_closehang.so" --gate-timeout 3 >"$T/ch.out" 2>&1
+TMPDIR="$T/tmpk" timeout 60 "$KCAP" shadow $pid "${STUB}_closehang.so" --gate-timeout 3 >"$T/ch.out" 2>&1
 rc=$?
 el=$(($(date +%s) - t0))
 [ $rc = 1 ] && [ $el -lt 20 ] && grep -q "had not ended after 3 s" "$T/ch.out" &&
-    ! pgrep -f "kcap replay $T/g " >/dev/null &&
-    ok "a replay that closes its stdout and hangs: refused at --gate-timeout 3 (${el}s), nothing left running" ||
+    ! pgrep -f "kcap replay $T/g " >/dev/null && [ -z "$(ls -A "$T/tmpk")" ] &&
+    ok "a replay that closes its stdout and hangs: refused at --gate-timeout 3 (${el}s), nothing left running or in TMPDIR" ||
     { cat "$T/ch.out"; fail "gate on a closed-stdout hang (exit $rc after ${el}s)"; }
 t0=$(date +%s)
 STUB_HANG_PIDFILE="$T/daemon.pid" timeout 60 "$KCAP" shadow $pid "${STUB}_daemon.so" --gate-timeout 50 >"$T/dm.out" 2>&1

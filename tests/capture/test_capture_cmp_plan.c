@@ -25,18 +25,18 @@ struct plan_case {
 #define SMS 132 /* the H200's, with max_blocks 264 = KCAP_STAGE_BLOCKS_PER_SM of them */
 
 static const struct plan_case k_cases[] = {
-    {"golden h8_q1: o 8 KB + lse 32 B", 2, {8192, 32}, 264, 1},
-    {"serving bs1 q2 h8: o 16 KB + lse 64 B", 2, {16384, 64}, 264, 1},
-    {"a full block: o 31 KB + lse 1 KB (32 warps)", 2, {31744, 1024}, 264, 1},
-    {"one warp over a block: o 31 KB + 16 B + lse 16 B", 2, {31744 + 16, 16}, 264, 0},
+    {"golden h8_q1: o 8 KB + lse 32 B", 2, {8192, 32}, 264, 1, 0, 0},
+    {"serving bs1 q2 h8: o 16 KB + lse 64 B", 2, {16384, 64}, 264, 1, 0, 0},
+    {"a full block: o 31 KB + lse 1 KB (32 warps)", 2, {31744, 1024}, 264, 1, 0, 0},
+    {"one warp over a block: o 31 KB + 16 B + lse 16 B", 2, {31744 + 16, 16}, 264, 0, 0, 0},
     {"serving bs4 q4 h16: o 256 KB + lse 1 KB", 2, {262144, 1024}, 264, 0, 256, 65},
     {"golden h64_q7: o 448 KB + lse 1792 B", 2, {458752, 1792}, 264, 0, 256, 113},
     {"golden h128_q4: o 512 KB + lse 2 KB", 2, {524288, 2048}, 264, 0, 256, 129},
     {"golden h16_q64: o 1 MB + lse 4 KB", 2, {1048576, 4096}, 264, 0, 256, 129},
     {"large batch: o 32 MB + lse 128 KB (strides)", 2, {33554432, 131072}, 264, 0, 512, 264},
-    {"four tensors of odd sizes", 4, {48, 4096 + 16, 16, 1000000}, 264, 0},
-    {"one tensor, tiny grid bound (strides)", 1, {1 << 22}, 2, 0},
-    {"no tensor", 0, {0}, 264, 1},
+    {"four tensors of odd sizes", 4, {48, 4096 + 16, 16, 1000000}, 264, 0, 0, 0},
+    {"one tensor, tiny grid bound (strides)", 1, {1 << 22}, 2, 0, 0, 0},
+    {"no tensor", 0, {0}, 264, 1, 0, 0},
 };
 
 /* Walks the kernel's loops over the plan; returns the number of visits of vector v of tensor

@@ -11,6 +11,7 @@
 #include "kcap_shadow_gate.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <time.h>
@@ -153,8 +154,10 @@ int kcap_gate_run(const char *dir, const char *cand, char tol[KCAP_NTOL][32], in
 {
     memset(g, 0, sizeof *g);
     g->rc = -1;
+    /* the document on a descriptor of its own (3), not stdout: a candidate that writes to,
+       closes or redirects its stdout cannot spoil or hide it */
     const char *argv[10 + 2 * KCAP_NTOL] = {"kcap", "replay", dir, "--kernel", cand, "--ref", "none",
-                                            "--json", "-"};
+                                            "--json", "/dev/fd/3"};
     int n = 9;
     for (int k = 0; k < KCAP_NTOL; k++)
         if (tol[k][0])
@@ -168,10 +171,18 @@ int kcap_gate_run(const char *dir, const char *cand, char tol[KCAP_NTOL][32], in
         setpgid(0, 0); /* its own group: a time limit kills the candidate's children too */
         if (tmpdir)
             setenv("TMPDIR", tmpdir, 1);
-        dup2(pfd[1], STDOUT_FILENO); /* the document; the human table goes to stderr */
-        close(pfd[0]), close(pfd[1]);
-        if (!verbose) /* what it found is said from its document (kcap_gate_say) */
+        close(pfd[0]);
+        if (pfd[1] != 3) {
+            dup2(pfd[1], 3); /* the document */
+            close(pfd[1]);
+        }
+        fcntl(3, F_SETFD, 0); /* kept across exec */
+        if (verbose) { /* the human table (stdout) and the replay's problems on stderr */
+            dup2(STDERR_FILENO, STDOUT_FILENO);
+        } else { /* what it found is said from its document (kcap_gate_say) */
+            freopen("/dev/null", "w", stdout);
             freopen("/dev/null", "w", stderr);
+        }
         execv("/proc/self/exe", (char *const *)argv);
         _exit(127);
     }

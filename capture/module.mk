@@ -170,7 +170,11 @@ $(TBIN)/libvattn_winput.so: tests/capture/vattn_winput.c
 $(TBIN)/libvattn_wswrite.so: tests/capture/vattn_winput.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -shared -DWS_WRITES_O $< -o $@ $(LDFLAGS)
-ALL_TARGETS += $(TBIN)/libvattn_winput.so $(TBIN)/libvattn_wswrite.so
+# the CPU library with a constructor that floods, then hides, stdout: a correct candidate
+$(TBIN)/libvattn_cpu_redir.so: tests/capture/vattn_ctor_stdout.c $(OBJ)/kernels/verify_attn_cpu.o $(OBJ)/kernels/vattn_check.o
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -shared $^ -o $@ $(LDFLAGS) -lm
+ALL_TARGETS += $(TBIN)/libvattn_winput.so $(TBIN)/libvattn_wswrite.so $(TBIN)/libvattn_cpu_redir.so
 
 # a library with the verify ABI that returns at once: the dormant-overhead benchmark
 $(CAPT)/libvattn_null.so: tests/capture/vattn_null.c

@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kcap_version.h" /* common/ */
@@ -71,6 +72,15 @@ int kcap_doc_open(kcap_doc *d, const char *path, const char *what, kcap_error *e
         d->f = stdout;
         return KCAP_OK;
     }
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+        /* a pipe or device (`kcap shadow` reads the document from /dev/fd/3): no rename */
+        d->direct = 1;
+        d->f = fopen(path, "w");
+        if (!d->f)
+            return kcap_error_set(err, KCAP_ERR_IO, "%s %s: cannot write: %s", what, path, strerror(errno));
+        return KCAP_OK;
+    }
     snprintf(d->tmp, sizeof d->tmp, "%s.tmp.%d", path, (int)getpid());
     d->f = fopen(d->tmp, "w");
     if (!d->f)
@@ -92,6 +102,10 @@ int kcap_doc_close(kcap_doc *d, kcap_error *err)
     }
     int rc = fclose(d->f);
     d->f = NULL;
+    if (d->direct)
+        return rc != 0 || bad ? kcap_error_set(err, KCAP_ERR_IO, "%s %s: cannot write: %s", d->what, d->path,
+                                               strerror(errno))
+                              : KCAP_OK;
     if (rc != 0 || bad || rename(d->tmp, d->path) != 0) {
         int e = errno;
         unlink(d->tmp);

@@ -31,13 +31,16 @@ void kcap_json_key(FILE *f, int *first, const char *key);
 void kcap_json_header(FILE *f, int *first, const char *tool);
 
 /*
- * An output document (--json, --junit): "-" is stdout; any other path is written beside the
- * target and renamed over it on close, so a reader polling the file (a CI step, a dashboard)
- * never sees half a document. `what` ("--json") names the option in error messages.
+ * An output document (--json, --junit): "-" is stdout; a path that exists and is not a
+ * regular file (a pipe such as /dev/fd/3, a terminal) is written directly; any other path is
+ * written beside the target and renamed over it on close, so a reader polling the file (a CI
+ * step, a dashboard) never sees half a document. `what` ("--json") names the option in error
+ * messages.
  */
 typedef struct kcap_doc {
     FILE *f;
     const char *path, *what;
+    int direct; /* written in place (not a regular file) */
     char tmp[4200];
 } kcap_doc;
 

@@ -101,7 +101,7 @@ wait $pid || fail "client of the load checks"
 # the gate against a live client's snapshots: a replay that closes its stdout and hangs, and
 # a candidate whose constructor leaves a helper process holding every fd
 env KCAP_DIR="$T/g" KCAP_SHADOW="$PERT" LD_PRELOAD="$PRELOAD" \
-    "$CLIENT" --calls 1 --seed 54 --until "$T/stop3" --quiet 2>"$T/g.err" &
+    "$CLIENT" --calls 1 --seed 54 --until "$T/stop3" --quiet >/dev/null 2>"$T/g.err" &
 pid=$!
 for _ in $(seq 100); do [ "$(count_h5 "$T/g")" -ge 2 ] && break; sleep 0.1; done
 t0=$(date +%s)
@@ -121,6 +121,13 @@ for _ in $(seq 50); do [ -n "$dpid" ] && ! kill -0 "$dpid" 2>/dev/null && break;
 [ $rc = 1 ] && [ $el -lt 15 ] && [ -n "$dpid" ] && ! kill -0 "$dpid" 2>/dev/null && ! grep -q "had not ended" "$T/dm.out" &&
     ok "a candidate leaving a helper that holds the pipe: judged when the replay ends (${el}s), the helper killed" ||
     { cat "$T/dm.out"; fail "gate with a helper process (exit $rc after ${el}s, helper ${dpid:-none})"; }
+# a correct candidate whose constructor floods and then hides its stdout: judged on the
+# replay's document all the same (it came on stdout: refused as "no result")
+"$KCAP" shadow $pid "$ROOT/$B/tests/libvattn_cpu_redir.so" >"$T/redir.out" 2>&1 &&
+    grep -q "passes the snapshots" "$T/redir.out" && [ "$(wc -c <"$T/redir.out")" -lt 100000 ] &&
+    ok "a correct candidate that floods and then hides its stdout: passes the gate, its output not shown" ||
+    { head -c 2000 "$T/redir.out"; fail "candidate redirecting stdout"; }
+"$KCAP" shadow $pid "$PERT" --force >/dev/null 2>&1 # back to the perturbed build for the next check
 # the file checked is the file loaded: replaced (renamed over) after the checks, before the
 # process loads it, the process refuses it (it loaded whatever the path held then)
 cp "$CPU" "$T/cand_t.so"

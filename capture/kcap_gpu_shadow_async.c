@@ -42,7 +42,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
-#include <time.h>
 #include <unistd.h>
 
 #define KCAP_SHADOW_SIDES 8
@@ -104,13 +103,6 @@ void kcap_shadow_async_warm(int call, unsigned long long cand_gen)
 {
     if (call >= 0 && call < KCAP_SHADOW_WARM_CALLS)
         atomic_store(&g_as.warm[call], cand_gen + 1);
-}
-
-static uint64_t mono_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
 /* The service's stream goes on without this call's chain having run (the host writes the
@@ -195,7 +187,7 @@ static void *worker_main(void *arg)
         if (!g_as.n) { /* poll a while (no lock held), then sleep until a call wakes us */
             unsigned long seen = atomic_load(&g_as.pushed);
             pthread_mutex_unlock(&g_as.lock);
-            for (uint64_t t0 = mono_ns(); atomic_load(&g_as.pushed) == seen && mono_ns() - t0 < KCAP_SHADOW_SPIN_NS;)
+            for (uint64_t t0 = kcap_now_ns(); atomic_load(&g_as.pushed) == seen && kcap_now_ns() - t0 < KCAP_SHADOW_SPIN_NS;)
                 sched_yield();
             pthread_mutex_lock(&g_as.lock);
             while (!g_as.n) {
@@ -225,7 +217,7 @@ static void *watchdog_main(void *arg)
     const useconds_t period = (useconds_t)(hold / 4000 < 1000 ? 1000 : hold / 4000 > 10000 ? 10000 : hold / 4000);
     while (!atomic_load(&g_as.stopping)) {
         usleep(period);
-        uint64_t now = mono_ns();
+        uint64_t now = kcap_now_ns();
         for (int sid = 0; sid < KCAP_EAGER_SITES; sid++) {
             unsigned long long j = atomic_load(&g_as.job[sid]);
             unsigned int gen = (unsigned int)(j >> 8), st = (unsigned int)(j & 0xff);
@@ -366,7 +358,7 @@ int kcap_shadow_async_submit(kring *r, ksite *s, int sid, CUstream st)
     s->side = side;
     unsigned int gen = s->gen;
     g_as.gen[sid] = gen;
-    atomic_store(&g_as.submit_ns[sid], mono_ns());
+    atomic_store(&g_as.submit_ns[sid], kcap_now_ns());
     atomic_store(&g_as.job[sid], JOB(gen, JOB_SUBMITTED));
     /* cyclic >=: a later release of the site also ends this wait */
     if (cu->cuStreamWaitValue32(st, (CUdeviceptr)(uintptr_t)&g_as.words[sid], gen, CU_STREAM_WAIT_VALUE_GEQ) !=

@@ -24,11 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#ifdef STUB_HANG
-#include <stdio.h>
-#include <stdlib.h>
-#include <unistd.h>
-#endif
 
 #define API __attribute__((visibility("default")))
 
@@ -59,13 +54,15 @@ API size_t vattn_workspace_size(const void *args)
 #ifdef STUB_CTOR_ABORT
 __attribute__((constructor)) static void stub_abort(void) { abort(); }
 #endif
-#ifdef STUB_DAEMON
+#if defined STUB_HANG || defined STUB_DAEMON
 #include <stdio.h>
-__attribute__((constructor)) static void stub_daemon(void)
+/* A helper process that sleeps `s` seconds holding every inherited fd; its pid written to
+ * $STUB_HANG_PIDFILE, so a test can check that it was killed. */
+static void start_helper(unsigned s)
 {
     pid_t h = fork();
     if (h == 0) {
-        sleep(20);
+        sleep(s);
         _exit(0);
     }
     const char *pf = getenv("STUB_HANG_PIDFILE");
@@ -73,6 +70,9 @@ __attribute__((constructor)) static void stub_daemon(void)
     if (f)
         fprintf(f, "%ld\n", (long)h), fclose(f);
 }
+#endif
+#ifdef STUB_DAEMON
+__attribute__((constructor)) static void stub_daemon(void) { start_helper(20); }
 #endif
 
 #ifndef STUB_NOSYM
@@ -97,15 +97,7 @@ API int vattn_verify(const void *a, void *ws, size_t wsb, void *st)
     return 13;
 #endif
 #ifdef STUB_HANG
-    pid_t h = fork();
-    if (h == 0) {
-        sleep(300);
-        _exit(0);
-    }
-    const char *pf = getenv("STUB_HANG_PIDFILE");
-    FILE *f = pf && h > 0 ? fopen(pf, "w") : NULL;
-    if (f)
-        fprintf(f, "%ld\n", (long)h), fclose(f);
+    start_helper(300);
     for (;;)
         pause();
 #endif

@@ -204,7 +204,7 @@ GPU_TESTS += tests/capture/test_capture_gpu.sh tests/capture/test_capture_gpu_gr
              tests/capture/test_capture_gpu_faults.sh tests/capture/test_capture_gpu_shadow.sh \
              tests/capture/test_capture_gpu_cmp.sh
 BENCHES += tests/capture/bench_dormant.sh tests/capture/bench_shadow_host.sh
-GPU_BENCHES += tests/capture/bench_capture_gpu.sh tests/capture/bench_graph_cost.sh tests/capture/bench_shadow_kernels.sh
+GPU_BENCHES += tests/capture/bench_capture_gpu.sh tests/capture/bench_host_gpu.sh tests/capture/bench_graph_cost.sh tests/capture/bench_shadow_kernels.sh
 endif
 
 # shadow mode's device work on its own (dev harness: checks the compare against a double judge,
@@ -216,6 +216,13 @@ $(KCAP_SHADOW_KBENCH): tests/capture/bench_shadow_kernels.cu capture/kcap_gather
 	  -Icapture -o $@ $<
 GPU_PREREQS += $(KCAP_SHADOW_KBENCH)
 CUDA_ONLY_TARGETS += $(KCAP_SHADOW_KBENCH)
+
+# host-thread time per eager call from C (bench_host_gpu.sh; links no CUDA library, so it
+# builds everywhere; runs only where a GPU is)
+$(CAPT)/bench_host_gpu: $(OBJ)/tests/capture/bench_host_gpu.o $(COMMON_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(LDFLAGS) -o $@ $^ -ldl -lpthread
+ALL_TARGETS += $(CAPT)/bench_host_gpu
 
 # ---- host-invariant test (test_capture_host.sh): errno, fork during a capture, dlsym scope,
 # transient process_vm_readv errors. A test-only preload shim and a RTLD_LOCAL library pair.

@@ -10,10 +10,13 @@
  */
 #include "kcap_shadow_gate.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +72,57 @@ static long long now_ms(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+void kcap_child_adopt_orphans(void) { prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); }
+
+/* The parent and state of process `pid` (a /proc name) from /proc/PID/stat; -1: gone. */
+static long proc_parent(const char *pid, char *state)
+{
+    char path[300], buf[512]; /* a /proc name is at most 255 bytes */
+    snprintf(path, sizeof path, "/proc/%.255s/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    const char *r = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    long ppid = -1;
+    return r && sscanf(r + 1, " %c %ld", state, &ppid) == 2 ? ppid : -1;
+}
+
+/* What this process adopted (kcap_child_adopt_orphans: a dead child's descendants, setsid()
+ * or not), killed and reaped: helpers a candidate left behind. In rounds, since a killed
+ * process's own children come to us next; bounded. The kcap CLI has no other children. */
+static void kill_adopted(void)
+{
+    const long self = (long)getpid();
+    for (int round = 0; round < 20; round++) {
+        DIR *d = opendir("/proc");
+        if (!d)
+            return;
+        int killed = 0;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            char state = 0;
+            if (e->d_name[0] < '1' || e->d_name[0] > '9' || proc_parent(e->d_name, &state) != self)
+                continue;
+            if (state != 'Z')
+                killed += kill((pid_t)atol(e->d_name), SIGKILL) == 0;
+        }
+        closedir(d);
+        for (int i = 0; i < 100; i++) { /* reaped, each within a second of its kill */
+            pid_t w = waitpid(-1, NULL, WNOHANG);
+            if (w < 0 && errno != EINTR)
+                break; /* none left */
+            if (w == 0)
+                usleep(10000);
+        }
+        if (!killed)
+            return;
+    }
 }
 
 void kcap_child_collect(int p, int fd, int timeout_s, size_t max, char **out, int *status, int *timed_out)
@@ -144,6 +198,7 @@ void kcap_child_collect(int p, int fd, int timeout_s, size_t max, char **out, in
         ;
     if (w == p)
         *status = st;
+    kill_adopted(); /* what left the group (setsid) came to us when the child ended */
     if (b)
         b[n] = 0;
     *out = b;
@@ -166,6 +221,7 @@ int kcap_gate_run(const char *dir, const char *cand, char tol[KCAP_NTOL][32], in
     if (pipe(pfd))
         return 0;
     fflush(NULL);
+    kcap_child_adopt_orphans();
     pid_t p = fork();
     if (p == 0) {
         setpgid(0, 0); /* its own group: a time limit kills the candidate's children too */

@@ -44,10 +44,16 @@ void kcap_gate_parse(const char *doc, kcap_gate_result *g);
  * until the child p has exited and what it wrote is read, or until timeout_s seconds have
  * passed (0: no limit), then kills p's process group. The end is the child's exit, not the
  * pipe's: a helper process it started and that holds the pipe neither delays nor hangs it,
- * and a child that closes its end early is still waited for under the limit. Keeps at most
+ * and a child that closes its end early is still waited for under the limit; then whatever
+ * this process adopted is killed (kcap_child_adopt_orphans). Keeps at most
  * max bytes (NUL-terminated; *out NULL when out of memory); *status the wait status, -1
  * when it could not be had (SIGCHLD ignored); *timed_out 1 past the limit. */
 void kcap_child_collect(int p, int fd, int timeout_s, size_t max, char **out, int *status, int *timed_out);
+
+/* Before forking a child kcap_child_collect will collect: this process becomes a child
+ * subreaper (PR_SET_CHILD_SUBREAPER), so what the child's descendants leave when they leave
+ * its process group (setsid(), as daemons do) comes to it and is killed with the rest. */
+void kcap_child_adopt_orphans(void);
 
 /* The pass rule: exit status 0, a document, every case passed, the library loaded. */
 int kcap_gate_passed(const kcap_gate_result *g);

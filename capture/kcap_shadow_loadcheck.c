@@ -30,6 +30,7 @@ int kcap_loadcheck_run(const char *cand, const char *tmpdir, int timeout_s, kcap
         return 0;
     }
     fflush(NULL);
+    kcap_child_adopt_orphans();
     pid_t p = fork();
     if (p == 0) {
         setpgid(0, 0);

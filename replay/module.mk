@@ -26,7 +26,8 @@ $(REPLAY_CMP_TEST): $(OBJ)/tests/replay/test_kcap_compare.o $(OBJ)/replay/kcap_c
 REPLAY_STUBS := $(TBIN)/libvattn_stub_nosym.so $(TBIN)/libvattn_stub_abi2.so \
 	$(TBIN)/libvattn_stub_cuda.so $(TBIN)/libvattn_stub_hang.so $(TBIN)/libvattn_stub_modargs.so \
 	$(TBIN)/libvattn_stub_hugews.so $(TBIN)/libvattn_stub_slowws.so $(TBIN)/libvattn_stub_latefail.so \
-	$(TBIN)/libvattn_stub_ctor_abort.so $(TBIN)/libvattn_stub_closehang.so $(TBIN)/libvattn_stub_daemon.so
+	$(TBIN)/libvattn_stub_ctor_abort.so $(TBIN)/libvattn_stub_closehang.so $(TBIN)/libvattn_stub_daemon.so \
+	$(TBIN)/libvattn_stub_setsid.so
 REPLAY_STUB_FLAG_nosym := -DSTUB_NOSYM
 REPLAY_STUB_FLAG_abi2 := -DSTUB_ABI2
 REPLAY_STUB_FLAG_cuda := -DSTUB_CUDA
@@ -38,6 +39,7 @@ REPLAY_STUB_FLAG_latefail := -DSTUB_LATEFAIL
 REPLAY_STUB_FLAG_ctor_abort := -DSTUB_CTOR_ABORT
 REPLAY_STUB_FLAG_closehang := -DSTUB_CLOSEHANG
 REPLAY_STUB_FLAG_daemon := -DSTUB_DAEMON
+REPLAY_STUB_FLAG_setsid := -DSTUB_DAEMON -DSTUB_SETSID
 $(TBIN)/libvattn_stub_%.so: tests/replay/vattn_stub.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -fvisibility=hidden -shared $(REPLAY_STUB_FLAG_$*) $< -o $@ $(LDFLAGS)

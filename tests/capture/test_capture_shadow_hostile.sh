@@ -12,12 +12,13 @@
 # before answering (it waited out its --timeout and spoke of a withdrawn request); the gate
 # ends with the replay, not with its pipe: a candidate that closes its stdout and hangs is
 # killed at --gate-timeout (it hung kcap shadow forever), one whose helper process holds the
-# pipe is judged at once and the helper killed (it waited for the helper).
+# pipe is judged at once and the helper killed (it waited for the helper), and one whose helper
+# leaves the group with setsid() is killed all the same (it escaped the group kill).
 . "$(dirname "$0")/lib.sh"
 shadow_libs
 STUB=$ROOT/$B/tests/libvattn_stub
 need "${STUB}_modargs.so" "${STUB}_hugews.so" "${STUB}_slowws.so" "${STUB}_latefail.so" "${STUB}_ctor_abort.so" \
-    "${STUB}_closehang.so" "${STUB}_daemon.so"
+    "${STUB}_closehang.so" "${STUB}_daemon.so" "${STUB}_setsid.so"
 "$CLIENT" --calls 6 --seed 41 --hash >"$T/bare" || fail "client bare"
 "$CLIENT" --calls 8 --seed 41 --hash >"$T/bare8" || fail "client bare"
 
@@ -121,6 +122,16 @@ for _ in $(seq 50); do [ -n "$dpid" ] && ! kill -0 "$dpid" 2>/dev/null && break;
 [ $rc = 1 ] && [ $el -lt 15 ] && [ -n "$dpid" ] && ! kill -0 "$dpid" 2>/dev/null && ! grep -q "had not ended" "$T/dm.out" &&
     ok "a candidate leaving a helper that holds the pipe: judged when the replay ends (${el}s), the helper killed" ||
     { cat "$T/dm.out"; fail "gate with a helper process (exit $rc after ${el}s, helper ${dpid:-none})"; }
+# the same helper gone daemon (setsid: a group and session of its own, out of reach of the
+# group kill): kcap shadow adopts what its child leaves (a child subreaper) and kills it too
+rm -f "$T/daemon.pid"
+STUB_HANG_PIDFILE="$T/daemon.pid" timeout 60 "$KCAP" shadow $pid "${STUB}_setsid.so" --gate-timeout 50 >"$T/ds.out" 2>&1
+rc=$?
+dpid=$(cat "$T/daemon.pid" 2>/dev/null)
+for _ in $(seq 50); do [ -n "$dpid" ] && ! kill -0 "$dpid" 2>/dev/null && break; sleep 0.1; done
+[ $rc = 1 ] && [ -n "$dpid" ] && ! kill -0 "$dpid" 2>/dev/null &&
+    ok "a candidate whose helper calls setsid(): killed when the replay ends (it outlived kcap shadow)" ||
+    { cat "$T/ds.out"; [ -n "$dpid" ] && kill "$dpid" 2>/dev/null; fail "gate with a setsid helper (exit $rc, helper ${dpid:-none} alive)"; }
 # a correct candidate whose constructor floods and then hides its stdout: judged on the
 # replay's document all the same (it came on stdout: refused as "no result")
 "$KCAP" shadow $pid "$ROOT/$B/tests/libvattn_cpu_redir.so" >"$T/redir.out" 2>&1 &&

@@ -16,7 +16,8 @@
  *   returns an error; -DSTUB_CTOR_ABORT aborts the process it is loaded into; -DSTUB_CLOSEHANG
  *   closes its stdout in vattn_verify, then never returns; -DSTUB_DAEMON starts a helper
  *   process from its constructor that holds every inherited fd for 20 s (its pid written to
- *   $STUB_HANG_PIDFILE).
+ *   $STUB_HANG_PIDFILE); with -DSTUB_SETSID too, that helper leaves the process group and
+ *   session first (setsid), as a daemon does, so a group kill misses it.
  * None of them computes anything; they are never reached on the success path.
  */
 #include <stddef.h>
@@ -62,6 +63,9 @@ static void start_helper(unsigned s)
 {
     pid_t h = fork();
     if (h == 0) {
+#ifdef STUB_SETSID
+        setsid();
+#endif
         sleep(s);
         _exit(0);
     }

@@ -56,6 +56,15 @@ static int kcap_real_uncaptured(kcap_call_fn real, const void *a, void *ws, size
     return status;
 }
 
+/* Shadow mode: a call the production library ran (status 0) dropped before its candidate
+ * ran is in the summary as not judged. Returns status. */
+static int shadow_unjudged(int status)
+{
+    if (status == KCAP_CALL_OK && kcap_shadow_on())
+        kcap_shadow_not_judged();
+    return status;
+}
+
 int kcap_call_accepted(kcap_slot *sl, kcap_call_fn real, const void *a, const void *ws,
                        size_t wsb)
 {
@@ -90,13 +99,13 @@ int kcap_capture_one(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
         /* writes keep failing (disk full...): nothing is copied until the next retry */
         atomic_fetch_add(&kcap_g_stats.dropped_backoff, 1);
         kcap_unreserve();
-        return kcap_real(real, a, ws, wsb, stream);
+        return shadow_unjudged(kcap_real(real, a, ws, wsb, stream));
     }
     if (!kcap_queue_would_fit(0)) {
         atomic_fetch_add(&kcap_g_stats.dropped_queue, 1);
         kcap_log_full();
         kcap_unreserve();
-        return kcap_real(real, a, ws, wsb, stream);
+        return shadow_unjudged(kcap_real(real, a, ws, wsb, stream));
     }
     kcap_devctx dc = {0};
     kcap_mem_ops ops;
@@ -107,7 +116,7 @@ int kcap_capture_one(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
         if (kcap_dev_push(&dc, &saved_ctx)) {
             atomic_fetch_add(&kcap_g_stats.failed_record, 1);
             kcap_unreserve();
-            return kcap_real(real, a, ws, wsb, stream);
+            return shadow_unjudged(kcap_real(real, a, ws, wsb, stream));
         }
         int capturing = kcap_dev_stream_capturing(&dc);
         if (kcap_shadow_on()) {
@@ -161,7 +170,7 @@ int kcap_capture_one(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
             kcap_dev_pop(&dc, saved_ctx);
         atomic_fetch_add(&kcap_g_stats.failed_record, 1);
         kcap_unreserve();
-        return kcap_real(real, a, ws, wsb, stream);
+        return shadow_unjudged(kcap_real(real, a, ws, wsb, stream));
     }
     cx->dc = dc;
     cx->dc.num_slots = kcap_call_pool_rows(d, a, &cx->err); /* the gathered rows' range */
@@ -178,12 +187,12 @@ int kcap_capture_one(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
             kcap_dev_pop(&cx->dc, saved_ctx);
         status = kcap_real_uncaptured(real, a, ws, wsb, stream, &kcap_g_stats.failed_record);
         free(cx);
-        return status;
+        return shadow_unjudged(status);
     }
     if (kcap_queue_reserve(bound)) {
         if (dev)
             kcap_dev_pop(&cx->dc, saved_ctx);
-        status = kcap_real_uncaptured(real, a, ws, wsb, stream, &kcap_g_stats.dropped_queue);
+        status = shadow_unjudged(kcap_real_uncaptured(real, a, ws, wsb, stream, &kcap_g_stats.dropped_queue));
         if (status == KCAP_CALL_OK && bound > kcap_queue_room())
             kcap_log_once(&g_log_huge, KCAP_LOG_WARN, "a %s snapshot may need %zu bytes, more "
                           "than KCAP_QUEUE_BYTES=%llu leaves beside the writer's buffers (%zu): "
@@ -209,9 +218,15 @@ int kcap_capture_one(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
     if (!rc && status == KCAP_CALL_OK)
         rc = kcap_call_record(d, a, KCAP_ARG_OUT, &cx->ops, snap, err);
     /* shadow mode keeps only the calls where the candidate disagrees */
-    int shadow_agrees = 0;
-    if (!rc && status == KCAP_CALL_OK && kcap_shadow_on())
+    int shadow_agrees = 0, shadow_kept = 0;
+    if (!rc && status == KCAP_CALL_OK && kcap_shadow_on()) {
         shadow_agrees = dev || !kcap_shadow_judge(sl, a, snap, seq, prod_ns); /* dev: switched on meanwhile */
+        shadow_kept = !shadow_agrees;
+        if (dev)
+            kcap_shadow_not_judged();
+    } else if (rc && status == KCAP_CALL_OK) { /* its recording failed (KCAP_MAX_BYTES, memory) */
+        shadow_unjudged(status);
+    }
     if (dev) {
         if (!rc) {
             snap->meta.in_stream_capture = 0;
@@ -263,6 +278,8 @@ int kcap_capture_one(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
         }
     }
     free(cx);
+    if (drop && shadow_kept) /* judged and kept, but no file will hold it */
+        kcap_shadow_keep_failed(sl, snap);
     if (drop) {
         atomic_fetch_add(drop, 1);
         kcap_snapshot_free(snap);

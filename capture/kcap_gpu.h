@@ -36,9 +36,12 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
  * holding its inputs and production outputs and cand the candidate's outputs; or
  * KCAP_SHADOW_LOST, divergent but not staged (ring full...: counted by the ring too); or
  * KCAP_SHADOW_UNJUDGED, a call whose stream went on before its candidate had run (the worker
- * thread's watchdog let it go; kcap_gpu_shadow_async.c): what it compared may have changed.
+ * thread's watchdog let it go; kcap_gpu_shadow_async.c): what it compared may have changed;
+ * or KCAP_SHADOW_UNKEPT, a divergence the sink kept (DIVERGED returned 1) whose snapshot
+ * could not be queued after all (KCAP_MAX_BYTES, the queue): snap still the call's.
  * Returns 1 to keep snap (the sink has added the candidate's outputs to it). */
-enum { KCAP_SHADOW_AGREED = 0, KCAP_SHADOW_DIVERGED = 1, KCAP_SHADOW_LOST = 2, KCAP_SHADOW_UNJUDGED = 3 };
+enum { KCAP_SHADOW_AGREED = 0, KCAP_SHADOW_DIVERGED = 1, KCAP_SHADOW_LOST = 2, KCAP_SHADOW_UNJUDGED = 3,
+       KCAP_SHADOW_UNKEPT = 4 };
 typedef struct {
     double prod_us, cand_us; /* stream time of each call (CUDA events); < 0 when unknown */
     unsigned long long cand_gen; /* the caller's cand_gen when the call (or graph) was made */

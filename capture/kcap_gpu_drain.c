@@ -254,7 +254,7 @@ static void kcap_drain_one(kring *r, const kbell *b)
     kcap_snapshot *snap = NULL;
     kcap_error err = {0};
     char *fixed = NULL;
-    int rc = ok ? 0 : KCAP_ERR_CORRUPT, not_kept = 0;
+    int rc = ok ? 0 : KCAP_ERR_CORRUPT, not_kept = 0, reported = 0, kept = 0;
     if (!rc && kcap_wait_queue(r, bytes))
         rc = KCAP_ERR_FULL;
     else if (!rc)
@@ -279,18 +279,26 @@ static void kcap_drain_one(kring *r, const kbell *b)
         if (!rc && s->shadow && !s->graph && kcap_shadow_async_let_go(b->site_id, s->gen)) {
             /* the service went on before this chain had read its inputs: not a finding */
             kcap_gpu_shadow_report(r, s, KCAP_SHADOW_UNJUDGED, NULL, NULL);
-            not_kept = 1;
+            not_kept = reported = 1;
         } else if (!rc && s->shadow && s->status == KCAP_CALL_OK) {
             /* the compare found a divergence: the candidate's outputs were staged too */
             kcap_snapshot *cs = kcap_snapshot_create();
             rc = cs ? kcap_call_record_scalars(d, s->cargs, cs, &err) : KCAP_ERR_NOMEM;
             if (!rc)
                 rc = kcap_call_record(d, s->cargs, KCAP_ARG_OUT, &ops, cs, &err);
-            if (!rc && !kcap_gpu_shadow_report(r, s, KCAP_SHADOW_DIVERGED, snap, cs))
-                not_kept = 1;
+            if (!rc) {
+                reported = 1;
+                kept = kcap_gpu_shadow_report(r, s, KCAP_SHADOW_DIVERGED, snap, cs);
+                not_kept = !kept;
+            }
             kcap_snapshot_free(cs);
         }
     }
+    /* a staged divergence that could not be read back is still in the summary: divergent,
+       lost (or, let go, unjudged) */
+    if (s && s->shadow && s->status == KCAP_CALL_OK && !reported)
+        kcap_gpu_shadow_report(r, s, !s->graph && kcap_shadow_async_let_go(b->site_id, s->gen)
+                                         ? KCAP_SHADOW_UNJUDGED : KCAP_SHADOW_LOST, NULL, NULL);
     free(fixed);
     /* the region is free again as soon as its bytes are on the host */
     if (kcap_ring_books_done(r->books, b->ticket, b->end) > 0)
@@ -323,6 +331,8 @@ static void kcap_drain_one(kring *r, const kbell *b)
         }
     }
     kcap_queue_unreserve(reserved);
+    if (kept && rc) /* kept by the summary's count, but no file will hold it */
+        kcap_gpu_shadow_report(r, s, KCAP_SHADOW_UNKEPT, snap, NULL);
     if (not_kept) {
         atomic_fetch_add(&kcap_g_stats.shadow_not_kept, 1);
     } else if (invalid) {

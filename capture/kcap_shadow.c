@@ -513,6 +513,24 @@ int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint
     return keep;
 }
 
+void kcap_shadow_not_judged(void)
+{
+    if (!atomic_load(&g.on))
+        return;
+    pthread_mutex_lock(&g.lock);
+    g.not_judged++;
+    pthread_mutex_unlock(&g.lock);
+}
+
+void kcap_shadow_keep_failed(kcap_slot *sl, const kcap_snapshot *snap)
+{
+    pthread_mutex_lock(&g.lock);
+    kcap_shadow_shape *sh = shape_of(sl->call, snap);
+    if (sh->kept > 0 && g.kept > 0) /* (a swap in between reset the counts: nothing to move) */
+        sh->kept--, g.kept--, g.lost++;
+    pthread_mutex_unlock(&g.lock);
+}
+
 /* ---- device calls (kcap_gpu_shadow.c runs them, the drainer reports back) ---- */
 
 int kcap_shadow_device(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *stream,
@@ -528,7 +546,8 @@ int kcap_shadow_device(kcap_slot *sl, const void *a, void *ws, size_t wsb, void 
     int h = kcap_gpu_shadow(sl, a, ws, wsb, stream, seq, fn, cwsb, swaps, status, &failed);
     if (failed)
         candidate_failed(sl->desc, failed, seq, swaps);
-    if (h == 1) { /* not a call the device path shadows (sizes, graph, sync mode) */
+    if (h == 1 || (h < 0 && *status == KCAP_CALL_OK && !failed)) { /* not a call the device
+        path shadows (sizes, graph, sync mode), or dropped before its candidate (ring, sites) */
         pthread_mutex_lock(&g.lock);
         g.not_judged++;
         pthread_mutex_unlock(&g.lock);
@@ -542,6 +561,10 @@ static int device_sink(kcap_slot *sl, const void *args, int verdict, kcap_snapsh
 {
     if (!atomic_load(&g.on))
         return 0; /* switched off (kcap shadow --off, slow, failing): its results are not counted */
+    if (verdict == KCAP_SHADOW_UNKEPT) { /* kept, then not queued: no file holds it */
+        kcap_shadow_keep_failed(sl, snap);
+        return 0;
+    }
     if (verdict == KCAP_SHADOW_UNJUDGED) { /* let go before its candidate ran: no verdict */
         pthread_mutex_lock(&g.lock);
         g.not_judged++;

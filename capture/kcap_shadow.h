@@ -53,6 +53,14 @@ int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint
  * production call). */
 int kcap_shadow_device(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *stream,
                        uint64_t seq, int *status);
+/* A selected call that never reached its candidate (queue full, KCAP_MAX_BYTES, a failed
+ * copy...) while shadow mode is on: counted as not judged, so that every selected call of a
+ * successful production run is in the summary once. */
+void kcap_shadow_not_judged(void);
+/* A divergence settled as kept (kcap_shadow_judge returned 1, or the drainer's report) whose
+ * snapshot could not be queued after all (KCAP_MAX_BYTES, the queue): counted as lost, not
+ * kept, so that `kept` is the number of files. snap: the call's snapshot (its shape). */
+void kcap_shadow_keep_failed(kcap_slot *sl, const kcap_snapshot *snap);
 /* A device call in CUDA graph capture that kcap_shadow_device did not judge (and counted):
  * one log line saying so, once. */
 void kcap_shadow_skip_device(void);

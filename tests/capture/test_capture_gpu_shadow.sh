@@ -55,6 +55,17 @@ assert j["candidate"]["on"] and j["shapes"][0]["kept"] == 4, j
 assert "request 3, token 0, head 15, channel 77" in j["worst_where"], j["worst_where"]
 assert abs(j["worst_abs"] - 0.5) < 0.1, j["worst_abs"]
 PY
+# KCAP_MAX_BYTES: the drainer's snapshots that no longer fit are divergent and lost in the
+# summary, not kept (they were counted kept with no file): kept is the number of files
+B=$(env KCAP_DIR="$T/pb" KCAP_SHADOW="$PERT" KCAP_LOG=info LD_PRELOAD="$PRELOAD" $C --mode eager --shape $SHAPE -n 6 --seed 7 \
+    2>&1 >/dev/null | sed -n 's/.* stats: .* bytes=\([0-9]*\) .*/\1/p' | tail -1)
+with_kcap KCAP_DIR="$T/mb" KCAP_SHADOW="$PERT" KCAP_MAX_BYTES=$((${B:-0} / 2)) -- $C --mode eager --shape $SHAPE -n 6 --seed 7 \
+    >/dev/null 2>"$T/mb.err"
+n=$(count_h5 "$T/mb")
+[ "$n" -ge 1 ] && [ "$n" -lt 4 ] &&
+    shadow_json "$T/mb" "j['compared']==6 and j['divergent']==6 and j['kept']==$n and j['kept']+j['lost']+j['capped']==6" &&
+    ok "KCAP_MAX_BYTES at half the kept divergences' bytes ($B): $n files, the summary says $n kept, the rest lost or capped" ||
+    { cat "$T/mb.err" "$T"/mb/shadow-*.json; fail "GPU shadow summary under KCAP_MAX_BYTES: $n files"; }
 "$KCAP" replay "$T/p" --kernel "$CUDALIB" >"$T/rp.out" 2>&1 && [ "$(grep -c bitwise "$T/rp.out")" -ge 4 ] &&
     ok "replay on the production library: bitwise against the captured production output" ||
     { cat "$T/rp.out"; fail "replay production"; }

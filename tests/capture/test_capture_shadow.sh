@@ -8,7 +8,8 @@
 # divergences, a candidate that returns errors is switched off, a bad KCAP_SHADOW is named;
 # the tolerances (replay's by default): KCAP_SHADOW_ATOL / kcap record --atol wide enough
 # accept the perturbed build, bad values are named, and `kcap shadow PID CAND --atol A`
-# replays and swaps live with the same tolerances (the process's own for those not given).
+# replays and swaps live with the same tolerances (the process's own for those not given);
+# under KCAP_MAX_BYTES the summary's kept is the number of files, the rest lost or not judged.
 . "$(dirname "$0")/lib.sh"
 shadow_libs
 
@@ -35,6 +36,23 @@ assert j["candidate"]["hash"].startswith("xxh64:") and j["production_hash"].star
 assert abs(j["worst_abs"] - 0.5) < 0.05, j["worst_abs"]
 assert j["tolerances"] == {"half": {"atol": 0.01, "rtol": 0.02}, "f32": {"atol": 0.001, "rtol": 0.001}}, j["tolerances"]
 PY
+# KCAP_MAX_BYTES in shadow mode: the summary counts what the files hold. Half the bytes of
+# the six divergences: those that no longer fit are divergent and lost, not kept (they were
+# counted kept with no file); below one call's tensors: nothing recorded, every call not
+# judged (they were in no count at all)
+B=$(env KCAP_DIR="$T/pb" KCAP_SHADOW="$PERT" KCAP_LOG=info LD_PRELOAD="$PRELOAD" "$CLIENT" --calls 6 --seed 41 --hash 2>&1 >/dev/null |
+    sed -n 's/.* stats: .* bytes=\([0-9]*\) .*/\1/p')
+with_kcap KCAP_DIR="$T/mb" KCAP_SHADOW="$PERT" KCAP_MAX_BYTES=$((${B:-0} / 2)) -- "$CLIENT" --calls 6 --seed 41 --hash >"$T/mb.out" 2>"$T/mb.err"
+n=$(count_h5 "$T/mb")
+cmp -s "$T/bare" "$T/mb.out" && [ "$n" -ge 1 ] && [ "$n" -lt 6 ] &&
+    shadow_json "$T/mb" "j['compared']==6 and j['divergent']==6 and j['kept']==$n and j['lost']==6-$n and j['capped']==0 and sum(s['kept'] for s in j['shapes'])==$n" &&
+    ok "KCAP_MAX_BYTES at half the divergences' bytes ($B): $n files, the summary says $n kept and $((6 - n)) lost" ||
+    { cat "$T/mb.err" "$T"/mb/shadow-*.json; fail "shadow summary under KCAP_MAX_BYTES=$((${B:-0} / 2)): $n files"; }
+with_kcap KCAP_DIR="$T/mb1" KCAP_SHADOW="$PERT" KCAP_MAX_BYTES=1000 -- "$CLIENT" --calls 6 --seed 41 --hash >"$T/mb1.out" 2>"$T/mb1.err"
+cmp -s "$T/bare" "$T/mb1.out" && [ "$(count_h5 "$T/mb1")" = 0 ] &&
+    shadow_json "$T/mb1" "j['compared']==0 and j['not_judged']==6" &&
+    ok "KCAP_MAX_BYTES below one call's tensors: no file, the 6 calls counted not judged" ||
+    { cat "$T/mb1.err" "$T"/mb1/shadow-*.json; fail "shadow summary under KCAP_MAX_BYTES=1000"; }
 "$KCAP" replay "$T/p" --kernel "$CPU" >"$T/rp.out" 2>&1 && [ "$(grep -c bitwise "$T/rp.out")" -ge 6 ] &&
     ok "replay of shadow snapshots on the production library: bitwise against the production output" ||
     { cat "$T/rp.out"; fail "replay production"; }

@@ -5,12 +5,15 @@
  * at the same path must come back as the new code; the copy goes under TMPDIR because a /tmp
  * mounted noexec (common in hardened containers) refuses to map it. The copied bytes are
  * checked to be a whole library first (kcap_elf_problem): a half-written build dlopen()ed in
- * the host process would kill it with SIGBUS. Why libc's dlsym:
+ * the host process would kill it with SIGBUS. The copy's directory is named by this process's
+ * pid (common/kcap_privcopy.c): a candidate whose constructor kills the host inside dlopen
+ * leaves it behind, and the next load sweeps what dead processes left. Why libc's dlsym:
  * libkcap's own dlsym hands back capture wrappers, which would take one of the interposer's
  * few wrapper slots per swap.
  */
 #include "kcap_shadow_load.h"
 #include "kcap_elf.h"      /* common/: a whole library before dlopen */
+#include "kcap_privcopy.h" /* common/: the private directory, and dead processes' swept */
 #include "kcap_snapshot.h" /* formats/: kcap_xxh64 */
 
 #include <dlfcn.h>
@@ -44,7 +47,9 @@ int kcap_candidate_load(const char *cand, const char *want_hash, kcap_candidate 
     char dir[PATH_MAX], copy[PATH_MAX + 16];
     if (!tmp || tmp[0] != '/' || strlen(tmp) > sizeof dir - 64)
         tmp = "/tmp";
-    snprintf(dir, sizeof dir, "%s/kcap-shadow.XXXXXX", tmp);
+    /* what hosts killed inside dlopen by a candidate left (never fails the load) */
+    kcap_privcopy_sweep(tmp, "kcap-shadow.");
+    int lock = -1; /* held while the directory exists: tells sweepers it is live */
     int in = open(cand, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block the host */
     struct stat st;
     void *m = MAP_FAILED;
@@ -57,7 +62,7 @@ int kcap_candidate_load(const char *cand, const char *want_hash, kcap_candidate 
         return -1;
     }
     if ((m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, in, 0)) == MAP_FAILED ||
-        !mkdtemp(dir)) {
+        kcap_privcopy_mkdir(tmp, "kcap-shadow.", dir, sizeof dir, &lock)) {
         snprintf(why, n, m == MAP_FAILED ? "%s cannot be read" : "%s: no private copy can be made "
                  "under %s (set TMPDIR to a writable directory)", cand, tmp);
         if (m != MAP_FAILED)
@@ -72,6 +77,7 @@ int kcap_candidate_load(const char *cand, const char *want_hash, kcap_candidate 
         munmap(m, (size_t)st.st_size);
         close(in);
         rmdir(dir);
+        kcap_privcopy_unlock(&lock);
         return -1;
     }
     snprintf(c->hash, sizeof c->hash, "xxh64:%016llx",
@@ -82,6 +88,7 @@ int kcap_candidate_load(const char *cand, const char *want_hash, kcap_candidate 
         munmap(m, (size_t)st.st_size);
         close(in);
         rmdir(dir);
+        kcap_privcopy_unlock(&lock);
         return -1;
     }
     snprintf(copy, sizeof copy, "%s/candidate.so", dir);
@@ -95,6 +102,7 @@ int kcap_candidate_load(const char *cand, const char *want_hash, kcap_candidate 
     const char *e = ok ? dlerror() : "copying it failed";
     unlink(copy);
     rmdir(dir);
+    kcap_privcopy_unlock(&lock);
     if (!c->handle) {
         snprintf(why, n, "%s cannot be loaded from its private copy under %s (%s; a directory "
                  "mounted noexec? set TMPDIR)", cand, tmp, e ? e : "?");

@@ -5,7 +5,9 @@
  * in the output is the hash of the exact bytes that ran, even if the build rewrites the
  * file a moment later. The temporary directory is per library instance: concurrent replays
  * (or a watch loop) never share or race on names; it and the copy are removed as soon as the
- * copy is loaded.
+ * copy is loaded. A replay that dies inside dlopen (a library whose constructor aborts: replay
+ * loads in its own process) cannot remove them, so the directory is named by replay's pid
+ * (common/kcap_privcopy.c) and each open first sweeps what dead replays left.
  */
 #include "kcap_kernlib.h"
 
@@ -20,12 +22,14 @@
 #include <unistd.h>
 
 #include "kcap_elf.h"      /* common/: a whole library before dlopen */
+#include "kcap_privcopy.h" /* common/: the private directory, and dead replays' swept */
 #include "kcap_snapshot.h" /* kcap_xxh64 */
 
 struct kcap_kernlib {
     char path[4096];
     char tmpdir[4096];
     char copy[4400]; /* tmpdir + "/" + up to 200 bytes of name + suffix */
+    int tmplock;     /* held while tmpdir exists: tells sweepers it is live (-1: none) */
     void *handle;
     int abi;
     const char *backend;
@@ -126,12 +130,14 @@ int kcap_kernlib_open(const char *path, kcap_kernlib **out, kcap_error *err)
     kcap_kernlib *k = calloc(1, sizeof *k);
     if (!k)
         return kcap_error_set(err, KCAP_ERR_NOMEM, "out of memory");
+    k->tmplock = -1;
     snprintf(k->path, sizeof k->path, "%s", path);
     const char *tmp = getenv("TMPDIR");
     if (!tmp || !*tmp)
         tmp = "/tmp";
-    snprintf(k->tmpdir, sizeof k->tmpdir, "%s/kcap-replay-XXXXXX", tmp);
-    if (!mkdtemp(k->tmpdir)) { /* mkdtemp creates the directory 0700 */
+    kcap_privcopy_sweep(tmp, "kcap-replay-"); /* never fails the open */
+    /* TMPDIR/kcap-replay-PID.XXXXXX, made 0700 by mkdtemp */
+    if (kcap_privcopy_mkdir(tmp, "kcap-replay-", k->tmpdir, sizeof k->tmpdir, &k->tmplock)) {
         int e = errno;
         k->tmpdir[0] = '\0';
         kcap_kernlib_free(k);
@@ -164,6 +170,7 @@ int kcap_kernlib_open(const char *path, kcap_kernlib **out, kcap_error *err)
        a replay that the candidate crashes or that is killed leaves nothing behind */
     unlink(k->copy);
     rmdir(k->tmpdir);
+    kcap_privcopy_unlock(&k->tmplock);
     k->copy[0] = k->tmpdir[0] = '\0';
     if (!k->handle) {
         const char *why = dlerror();
@@ -211,6 +218,7 @@ void kcap_kernlib_free(kcap_kernlib *k)
         unlink(k->copy);
     if (k->tmpdir[0])
         rmdir(k->tmpdir);
+    kcap_privcopy_unlock(&k->tmplock);
     free(k);
 }
 

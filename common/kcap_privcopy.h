@@ -1,0 +1,33 @@
+/*
+ * kcap_privcopy.h — kcap_privcopy.c: the private directories a kernel library is copied into
+ * before dlopen (the loader caches by path and inode, so a library rebuilt in place must be
+ * loaded from a fresh copy), and the sweep of those a dead process left. A loader removes its
+ * directory as soon as dlopen returns; a process that dies inside dlopen (a constructor that
+ * aborts) cannot, and each leftover is a whole kernel library. So the directory is named by
+ * the creating process's pid and held under a shared flock while it exists, and the next
+ * loader of the same kind removes those whose process is gone. Used by the shadow-mode loader
+ * inside the service (capture/kcap_shadow_load.c) and by replay's (replay/kcap_kernlib.c).
+ */
+#ifndef KCAP_PRIVCOPY_H
+#define KCAP_PRIVCOPY_H
+
+#include <stddef.h>
+
+/* Make TMP/PREFIX<pid>.XXXXXX (mkdtemp: mode 0700) into dir[0..n). PREFIX carries its own
+ * separator ("kcap-shadow." gives kcap-shadow.1234.Ab3dEf). *lock is a descriptor holding a
+ * shared flock on the directory (-1 where the filesystem has no locks: the pid alone then
+ * tells the sweep it is live); close it with kcap_privcopy_unlock once the directory is
+ * removed. 0, or -1 with errno set (mkdtemp's, or ENAMETOOLONG) and nothing made. */
+int kcap_privcopy_mkdir(const char *tmp, const char *prefix, char *dir, size_t n, int *lock);
+
+/* Close *lock (when >= 0) and set it to -1. */
+void kcap_privcopy_unlock(int *lock);
+
+/* Remove, under TMP, the directories named PREFIX<pid>.XXXXXX that this user owns, whose pid
+ * is no live process (kill(pid, 0): ESRCH) and whose lock no live process holds: the regular
+ * files and symlinks in them (never followed), then the directory. Symlinks and files named
+ * like one, other users' directories and subdirectories are left alone. One readdir of TMP;
+ * never fails (every error means "leave it"), errno kept. */
+void kcap_privcopy_sweep(const char *tmp, const char *prefix);
+
+#endif

@@ -5,10 +5,11 @@
  * (±10 µs) is as large as what is being looked for; this client has no interpreter between
  * the clock and the call. It binds the library as ctypes does (dlopen + dlsym, so libkcap's
  * interposer sees it through dlsym), lays out one call of the given shape in device memory
- * (scattered page_size = 1 slots, a tree visibility), and times N calls, each after the
- * stream has drained and a gap (slept: the CPU and the driver cold, as between a service's
- * steps; or spun: warm). Stream time per call is also reported (events outside the timed
- * region). With --primitives it times, the same way, the driver calls shadow mode's worker
+ * (scattered page_size = 1 slots, a causal chain visibility), and times N calls, each after
+ * the stream has drained and a gap (slept: the CPU and the driver cold, as between a
+ * service's steps; or spun: warm), or in bursts of K calls back to back (--burst: a step's
+ * layers, the host running ahead of the GPU). Stream time per call is also reported (events
+ * outside the timed region, per burst / K). With --primitives it times, the same way, the driver calls shadow mode's worker
  * path makes on the calling thread, so a measured difference can be placed.
  *
  * Output: one JSON line. Run by bench_host_gpu.sh under each configuration (docs/PERF.md).
@@ -224,14 +225,14 @@ static void primitives(CUstream st, int n, long gap_us)
 static int usage(void)
 {
     fprintf(stderr, "usage: bench_host_gpu --lib LIB.so [--shape BS,H,Q,PREFIX] [-n N] [--gap-us US] "
-                    "[--primitives]\n");
+                    "[--burst K] [--primitives]\n");
     return 2;
 }
 
 int main(int argc, char **argv)
 {
     const char *lib = NULL;
-    int bs = 8, heads = 8, q_len = 16, prefix = 4096, n = 200, prim = 0;
+    int bs = 8, heads = 8, q_len = 16, prefix = 4096, n = 200, prim = 0, burst = 1;
     long gap_us = 30000;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--primitives")) {
@@ -250,11 +251,13 @@ int main(int argc, char **argv)
             n = atoi(v);
         else if (!strcmp(a, "--gap-us"))
             gap_us = atol(v);
+        else if (!strcmp(a, "--burst"))
+            burst = atoi(v);
         else
             return usage();
     }
     if (!lib || n < 10 || bs < 1 || heads < 1 || heads > VATTN_MAX_HEADS || q_len < 1 ||
-        q_len > VATTN_MAX_Q_LEN || prefix < 0 || gap_us < 0)
+        q_len > VATTN_MAX_Q_LEN || prefix < 0 || gap_us < 0 || burst < 1)
         return usage();
     rng_state = tk_seed(1);
     const char *why = "";
@@ -285,27 +288,41 @@ int main(int argc, char **argv)
     if (cu->cuEventCreate(&e0, CU_EVENT_DEFAULT) || cu->cuEventCreate(&e1, CU_EVENT_DEFAULT))
         return 1;
     double *host = malloc(sizeof(double) * (size_t)n), *stream = malloc(sizeof(double) * (size_t)n);
-    for (int i = -3; i < n; i++) { /* three calls first: modules loaded, rings allocated */
+    /* bursts of `burst` calls back to back (a step of a service's layers), the stream drained
+       and the gap between bursts; three calls first: modules loaded, rings allocated */
+    int m = 0; /* stream times: one per burst, per call */
+    for (int i = -3; i < n;) {
+        int k = i < 0 ? 1 : (burst < n - i ? burst : n - i);
         cu->cuStreamSynchronize(st);
         gap(gap_us);
         cu->cuEventRecord(e0, st);
-        double t0 = now_us();
-        int rc = verify(&a, ws, wsb, st);
-        double t1 = now_us();
+        for (int j = 0; j < k; j++) {
+            double t0 = now_us();
+            int rc = verify(&a, ws, wsb, st);
+            double t1 = now_us();
+            if (rc != VATTN_OK) {
+                fprintf(stderr, "bench_host_gpu: call %d failed (status %d)\n", i + j, rc);
+                return 1;
+            }
+            if (i >= 0)
+                host[i + j] = t1 - t0;
+        }
         cu->cuEventRecord(e1, st);
-        if (rc != VATTN_OK || cu->cuStreamSynchronize(st)) {
-            fprintf(stderr, "bench_host_gpu: call %d failed (status %d)\n", i, rc);
+        if (cu->cuStreamSynchronize(st)) {
+            fprintf(stderr, "bench_host_gpu: the stream failed after call %d\n", i + k - 1);
             return 1;
         }
         float ms = 0.f;
         cu->cuEventElapsedTime(&ms, e0, e1);
         if (i >= 0)
-            host[i] = t1 - t0, stream[i] = (double)ms * 1000.0;
+            stream[m++] = (double)ms * 1000.0 / k;
+        i += k;
     }
     printf("{");
     print_stats("host_us", host, n, ", ");
-    print_stats("stream_us", stream, n, ", ");
-    printf("\"shape\": [%d, %d, %d, %d], \"gap_us\": %ld, \"n\": %d}\n", bs, heads, q_len, prefix, gap_us, n);
+    print_stats("stream_us", stream, m, ", ");
+    printf("\"shape\": [%d, %d, %d, %d], \"gap_us\": %ld, \"burst\": %d, \"n\": %d}\n", bs, heads, q_len, prefix,
+           gap_us, burst, n);
     free(host), free(stream);
     return 0;
 }

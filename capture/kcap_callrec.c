@@ -219,8 +219,9 @@ int kcap_capture_one(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
         rc = kcap_call_record(d, a, KCAP_ARG_OUT, &cx->ops, snap, err);
     /* shadow mode keeps only the calls where the candidate disagrees */
     int shadow_agrees = 0, shadow_kept = 0;
+    unsigned long long shadow_gen = 0;
     if (!rc && status == KCAP_CALL_OK && kcap_shadow_on()) {
-        shadow_agrees = dev || !kcap_shadow_judge(sl, a, snap, seq, prod_ns); /* dev: switched on meanwhile */
+        shadow_agrees = dev || !kcap_shadow_judge(sl, a, snap, seq, prod_ns, &shadow_gen); /* dev: switched on meanwhile */
         shadow_kept = !shadow_agrees;
         if (dev)
             kcap_shadow_not_judged();
@@ -279,7 +280,7 @@ int kcap_capture_one(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
     }
     free(cx);
     if (drop && shadow_kept) /* judged and kept, but no file will hold it */
-        kcap_shadow_keep_failed(sl, snap);
+        kcap_shadow_keep_failed(sl, snap, shadow_gen);
     if (drop) {
         atomic_fetch_add(drop, 1);
         kcap_snapshot_free(snap);

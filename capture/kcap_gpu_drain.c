@@ -295,9 +295,10 @@ static void kcap_drain_one(kring *r, const kbell *b)
         }
     }
     /* a staged divergence that could not be read back is still in the summary: divergent,
-       lost (or, let go, unjudged) */
-    if (s && s->shadow && s->status == KCAP_CALL_OK && !reported)
-        kcap_gpu_shadow_report(r, s, !s->graph && kcap_shadow_async_let_go(b->site_id, s->gen)
+       lost (or, let go, unjudged); a stale doorbell (another call holds the site now) is not
+       that call's */
+    if (s && (s->graph || s->gen == b->gen) && s->shadow && s->status == KCAP_CALL_OK && !reported)
+        kcap_gpu_shadow_report(r, s, !s->graph && kcap_shadow_async_let_go(b->site_id, b->gen)
                                          ? KCAP_SHADOW_UNJUDGED : KCAP_SHADOW_LOST, NULL, NULL);
     free(fixed);
     /* the region is free again as soon as its bytes are on the host */

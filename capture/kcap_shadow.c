@@ -266,26 +266,47 @@ static long long scalar(const kcap_snapshot *s, const char *name)
     return sc && sc->type == KCAP_SC_INT ? sc->i : -1;
 }
 
-/* The shape class of a call, created on first sight; past the table, the one class of all
- * further shapes (so the per-shape cap still bounds what they keep). */
-static kcap_shadow_shape *shape_of(int call, const kcap_snapshot *s)
+/* The shape class of a call if there is one (caller holds g.lock). */
+static kcap_shadow_shape *shape_find(int call, const kcap_snapshot *s)
 {
     long long bs = scalar(s, "bs"), q = scalar(s, "q_len"), h = scalar(s, "num_heads");
     for (int i = 0; i < g.nshapes; i++)
         if (g.shapes[i].call == call && g.shapes[i].bs == bs && g.shapes[i].q_len == q &&
             g.shapes[i].heads == h)
             return &g.shapes[i];
-    if (g.nshapes == KCAP_SHADOW_SHAPES) {
+    return g.nshapes == KCAP_SHADOW_SHAPES ? &g.other : NULL;
+}
+
+/* The shape class of a call, created on first sight; past the table, the one class of all
+ * further shapes (so the per-shape cap still bounds what they keep). */
+static kcap_shadow_shape *shape_of(int call, const kcap_snapshot *s)
+{
+    kcap_shadow_shape *sh = shape_find(call, s);
+    if (sh == &g.other)
         kcap_log_once(&g_log_shapes, KCAP_LOG_WARN, "shadow mode: more than %d shapes; "
                       "further ones are summarised together (other_shapes), and at most "
                       "KCAP_SHADOW_PER_SHAPE=%ld of their divergences kept", KCAP_SHADOW_SHAPES,
                       kcap_cfg()->shadow_per_shape);
-        return &g.other;
-    }
-    kcap_shadow_shape *sh = &g.shapes[g.nshapes++];
+    if (sh)
+        return sh;
+    sh = &g.shapes[g.nshapes++];
     memset(sh, 0, sizeof *sh);
-    sh->call = call, sh->bs = bs, sh->q_len = q, sh->heads = h;
+    sh->call = call, sh->bs = scalar(s, "bs"), sh->q_len = scalar(s, "q_len"), sh->heads = scalar(s, "num_heads");
     return sh;
+}
+
+static void count_not_judged(void)
+{
+    pthread_mutex_lock(&g.lock);
+    g.not_judged++;
+    pthread_mutex_unlock(&g.lock);
+}
+
+/* A kept divergence that no file will hold (caller holds g.lock): lost, not kept. */
+static void unkeep(kcap_shadow_shape *sh)
+{
+    if (sh && sh->kept > 0 && g.kept > 0)
+        sh->kept--, g.kept--, g.lost++;
 }
 
 /* The candidate of this call as of now: 0 and its entry point, workspace bytes and the
@@ -302,9 +323,7 @@ static int candidate_of(kcap_slot *sl, const void *args, kcap_call_fn *fn, size_
         *ws_later = ws_fn, *wsb = 0, *ws_ns = 0;
         if (atomic_load(&g.on) && *fn)
             return 0;
-        pthread_mutex_lock(&g.lock);
-        g.not_judged++;
-        pthread_mutex_unlock(&g.lock);
+        count_not_judged();
         return -1;
     }
     /* the candidate's workspace function sees a copy of the args (it must not reach the
@@ -320,9 +339,7 @@ static int candidate_of(kcap_slot *sl, const void *args, kcap_call_fn *fn, size_
     if (atomic_load(&g.on) && *fn && fits && *wsb != (size_t)-1 && *wsb <= ((size_t)1 << 40))
         return 0;
     /* off, no such entry point in the candidate, or sizes it rejects: not judged */
-    pthread_mutex_lock(&g.lock);
-    g.not_judged++;
-    pthread_mutex_unlock(&g.lock);
+    count_not_judged();
     return -1;
 }
 
@@ -440,7 +457,11 @@ static int settle(kcap_slot *sl, kcap_snapshot *snap, const kcap_snapshot *cs, u
         void *dst = NULL;
         if (kcap_snapshot_add_tensor(snap, c->name, KCAP_DIR_CAND, c->dtype, c->ndim, c->shape,
                                      NULL, NULL, &dst) || !dst) {
-            keep = 0;
+            keep = 0; /* no memory for them: counted lost, not kept */
+            pthread_mutex_lock(&g.lock);
+            if (g.swaps == swaps)
+                unkeep(shape_find(sl->call, snap));
+            pthread_mutex_unlock(&g.lock);
             break;
         }
         memcpy(dst, c->data, c->nbytes);
@@ -449,7 +470,7 @@ static int settle(kcap_slot *sl, kcap_snapshot *snap, const kcap_snapshot *cs, u
 }
 
 int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint64_t seq,
-                      uint64_t prod_ns)
+                      uint64_t prod_ns, unsigned long long *gen)
 {
     const kcap_call_desc *d = sl->desc;
     kcap_call_fn fn;
@@ -459,6 +480,7 @@ int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint
     size_t (*ws_fn)(const void *) = NULL;
     if (candidate_of(sl, args, &fn, &wsb, &swaps, &ws_ns, &ws_fn))
         return 0;
+    *gen = swaps;
     int keep = 0;
     /* the candidate's call rebuilt from the snapshot (kcap_call_rebuild): its inputs are
        kcap's copies of the service's (a candidate that writes its inputs cannot reach the
@@ -484,11 +506,8 @@ int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint
         if (wsb == (size_t)-1 || wsb > ((size_t)1 << 40) || (wsb && !(ws = aligned_alloc(64, (wsb + 63) / 64 * 64))))
             rc = -1;
     }
-    if (rc) { /* sizes it rejects, or no memory for its copy of the call: not judged, counted */
-        pthread_mutex_lock(&g.lock);
-        g.not_judged++;
-        pthread_mutex_unlock(&g.lock);
-    }
+    if (rc) /* sizes it rejects, or no memory for its copy of the call: not judged, counted */
+        count_not_judged();
     if (!rc)
         memcpy(run, cargs, d->args_size);
     uint64_t t0 = kcap_now_ns();
@@ -500,9 +519,11 @@ int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint
         candidate_failed(d, status, seq, swaps);
         rc = -1;
     }
-    if (!rc)
-        rc = kcap_call_record_scalars(d, cargs, cs, err) ||
-             kcap_call_record(d, cargs, KCAP_ARG_OUT, kcap_host_mem_ops(), cs, err);
+    if (!rc && (kcap_call_record_scalars(d, cargs, cs, err) ||
+                kcap_call_record(d, cargs, KCAP_ARG_OUT, kcap_host_mem_ops(), cs, err))) {
+        rc = -1; /* its outputs could not be read back (memory): not judged */
+        count_not_judged();
+    }
     if (!rc)
         keep = settle(sl, snap, cs, seq, swaps);
     kcap_rebuilt_free(&rb, kcap_host_mem_ops());
@@ -515,19 +536,15 @@ int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint
 
 void kcap_shadow_not_judged(void)
 {
-    if (!atomic_load(&g.on))
-        return;
-    pthread_mutex_lock(&g.lock);
-    g.not_judged++;
-    pthread_mutex_unlock(&g.lock);
+    if (atomic_load(&g.on))
+        count_not_judged();
 }
 
-void kcap_shadow_keep_failed(kcap_slot *sl, const kcap_snapshot *snap)
+void kcap_shadow_keep_failed(kcap_slot *sl, const kcap_snapshot *snap, unsigned long long gen)
 {
     pthread_mutex_lock(&g.lock);
-    kcap_shadow_shape *sh = shape_of(sl->call, snap);
-    if (sh->kept > 0 && g.kept > 0) /* (a swap in between reset the counts: nothing to move) */
-        sh->kept--, g.kept--, g.lost++;
+    if (g.swaps == gen) /* (judged by a candidate replaced since: the counts are another's) */
+        unkeep(shape_find(sl->call, snap));
     pthread_mutex_unlock(&g.lock);
 }
 
@@ -548,9 +565,7 @@ int kcap_shadow_device(kcap_slot *sl, const void *a, void *ws, size_t wsb, void 
         candidate_failed(sl->desc, failed, seq, swaps);
     if (h == 1 || (h < 0 && *status == KCAP_CALL_OK && !failed)) { /* not a call the device
         path shadows (sizes, graph, sync mode), or dropped before its candidate (ring, sites) */
-        pthread_mutex_lock(&g.lock);
-        g.not_judged++;
-        pthread_mutex_unlock(&g.lock);
+        count_not_judged();
     }
     return h;
 }
@@ -559,16 +574,15 @@ int kcap_shadow_device(kcap_slot *sl, const void *a, void *ws, size_t wsb, void 
 static int device_sink(kcap_slot *sl, const void *args, int verdict, kcap_snapshot *snap,
                        kcap_snapshot *cand, uint64_t seq, const kcap_gpu_shadow_times *t)
 {
-    if (!atomic_load(&g.on))
-        return 0; /* switched off (kcap shadow --off, slow, failing): its results are not counted */
-    if (verdict == KCAP_SHADOW_UNKEPT) { /* kept, then not queued: no file holds it */
-        kcap_shadow_keep_failed(sl, snap);
+    if (verdict == KCAP_SHADOW_UNKEPT) { /* kept, then not queued: no file holds it (counted
+        whether or not the candidate is still on) */
+        kcap_shadow_keep_failed(sl, snap, t->cand_gen);
         return 0;
     }
+    if (!atomic_load(&g.on))
+        return 0; /* switched off (kcap shadow --off, slow, failing): its results are not counted */
     if (verdict == KCAP_SHADOW_UNJUDGED) { /* let go before its candidate ran: no verdict */
-        pthread_mutex_lock(&g.lock);
-        g.not_judged++;
-        pthread_mutex_unlock(&g.lock);
+        count_not_judged();
         return 0;
     }
     slow_check(sl->desc, t->prod_us, t->cand_us, seq, t->cand_gen);

@@ -44,9 +44,10 @@ int kcap_shadow_on(void);
  * production call took prod_ns): run the candidate, compare; a candidate much slower than
  * production (KCAP_SHADOW_MAX_SLOWDOWN) is switched off. 1: they disagree and snap now also holds the candidate's
  * outputs (keep it); 0: they agree, the candidate failed (switched off) or the call was not
- * judged (counted in the summary as not_judged) — drop it. */
+ * judged (counted in the summary as not_judged) — drop it. *gen: the candidate's number
+ * (swap count) it was judged by, for kcap_shadow_keep_failed. */
 int kcap_shadow_judge(kcap_slot *sl, const void *args, kcap_snapshot *snap, uint64_t seq,
-                      uint64_t prod_ns);
+                      uint64_t prod_ns, unsigned long long *gen);
 /* A device call outside CUDA graph capture: the production call runs (its status in
  * *status), then the candidate and the compare on the GPU (kcap_gpu_shadow); 0 judged
  * there (the drainer settles it), <0 dropped, 1 not judged (counted; the caller runs the
@@ -59,8 +60,9 @@ int kcap_shadow_device(kcap_slot *sl, const void *a, void *ws, size_t wsb, void 
 void kcap_shadow_not_judged(void);
 /* A divergence settled as kept (kcap_shadow_judge returned 1, or the drainer's report) whose
  * snapshot could not be queued after all (KCAP_MAX_BYTES, the queue): counted as lost, not
- * kept, so that `kept` is the number of files. snap: the call's snapshot (its shape). */
-void kcap_shadow_keep_failed(kcap_slot *sl, const kcap_snapshot *snap);
+ * kept, so that `kept` is the number of files. snap: the call's snapshot (its shape); gen:
+ * the candidate that judged it (nothing moves once another has replaced it). */
+void kcap_shadow_keep_failed(kcap_slot *sl, const kcap_snapshot *snap, unsigned long long gen);
 /* A device call in CUDA graph capture that kcap_shadow_device did not judge (and counted):
  * one log line saying so, once. */
 void kcap_shadow_skip_device(void);

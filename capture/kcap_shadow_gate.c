@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,14 +68,13 @@ void kcap_gate_parse(const char *doc, kcap_gate_result *g)
     json_str_after(doc, "\"status\":\"error\",\"error\":\"", g->first_error, sizeof g->first_error);
 }
 
+
 static long long now_ms(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
-
-void kcap_child_adopt_orphans(void) { prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); }
 
 /* The parent and state of process `pid` (a /proc name) from /proc/PID/stat; -1: gone. */
 static long proc_parent(const char *pid, char *state)
@@ -93,13 +93,15 @@ static long proc_parent(const char *pid, char *state)
     return r && sscanf(r + 1, " %c %ld", state, &ppid) == 2 ? ppid : -1;
 }
 
-/* What this process adopted (kcap_child_adopt_orphans: a dead child's descendants, setsid()
- * or not), killed and reaped: helpers a candidate left behind. In rounds, since a killed
- * process's own children come to us next; bounded. The kcap CLI has no other children. */
+/* In the reaper: what it adopted (a dead child's descendants, setsid() or not), killed and
+ * reaped. In rounds, since a killed process's own children come to it next; within ~3 s
+ * (a process that cannot be killed is left). The reaper has no children of its own but the
+ * one it forked. */
 static void kill_adopted(void)
 {
     const long self = (long)getpid();
-    for (int round = 0; round < 20; round++) {
+    const long long end = now_ms() + 3000;
+    for (int round = 0; round < 20 && now_ms() < end; round++) {
         DIR *d = opendir("/proc");
         if (!d)
             return;
@@ -113,7 +115,7 @@ static void kill_adopted(void)
                 killed += kill((pid_t)atol(e->d_name), SIGKILL) == 0;
         }
         closedir(d);
-        for (int i = 0; i < 100; i++) { /* reaped, each within a second of its kill */
+        for (int i = 0; i < 100 && now_ms() < end; i++) { /* reaped, each soon after its kill */
             pid_t w = waitpid(-1, NULL, WNOHANG);
             if (w < 0 && errno != EINTR)
                 break; /* none left */
@@ -123,6 +125,80 @@ static void kill_adopted(void)
         if (!killed)
             return;
     }
+}
+
+static volatile sig_atomic_t g_reaper_term;
+static void reaper_on_term(int sig)
+{
+    (void)sig;
+    g_reaper_term = 1;
+}
+
+/* The reaper: the process kcap_child_collect waits for. It leads a process group of its own,
+ * is a child subreaper (a dead descendant's orphans come to it, those that left the group
+ * with setsid() too) and forks the one child that runs body; when that child has ended it
+ * kills and reaps whatever the child left, then ends the way the child did (exit status, or
+ * the same signal). SIGTERM (the time limit): the child is killed first. Being a process of
+ * its own, it adopts nothing of the CLI's: children the CLI had before (it may have been
+ * exec'd by a process with children, a service among them) are never touched. */
+static void reaper_main(int rd, int wr, void (*body)(void *), void *arg)
+{
+    setpgid(0, 0);
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    signal(SIGCHLD, SIG_DFL); /* statuses to wait for, whatever disposition was inherited */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = reaper_on_term; /* no SA_RESTART: the wait below returns EINTR */
+    sigaction(SIGTERM, &sa, NULL);
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    sigprocmask(SIG_UNBLOCK, &term, NULL);
+    if (rd >= 0)
+        close(rd);
+    pid_t c = fork();
+    if (c == 0) {
+        signal(SIGTERM, SIG_DFL);
+        body(arg);
+        _exit(127);
+    }
+    if (wr >= 0)
+        close(wr); /* the pipe's write end is the child's (and its helpers') alone */
+    int cst = 0, have = 0;
+    while (c > 0 && !have) {
+        int st;
+        pid_t w = waitpid(-1, &st, 0); /* the child, and any adopted process ending meanwhile */
+        if (w == c)
+            cst = st, have = 1;
+        else if (w < 0 && errno == EINTR && g_reaper_term)
+            kill(c, SIGKILL);
+        else if (w < 0 && errno != EINTR)
+            break;
+    }
+    kill_adopted();
+    if (have && WIFSIGNALED(cst)) { /* the parent sees the child's signal, without a core of ours */
+        struct rlimit none = {0, 0};
+        setrlimit(RLIMIT_CORE, &none);
+        int sig = WTERMSIG(cst);
+        signal(sig, SIG_DFL);
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, sig);
+        sigprocmask(SIG_UNBLOCK, &one, NULL);
+        raise(sig);
+    }
+    _exit(have && WIFEXITED(cst) ? WEXITSTATUS(cst) : 127);
+}
+
+pid_t kcap_child_spawn(int rd, int wr, void (*body)(void *), void *arg)
+{
+    fflush(NULL);
+    pid_t p = fork();
+    if (p == 0)
+        reaper_main(rd, wr, body, arg);
+    if (p > 0)
+        setpgid(p, p); /* as the reaper does, whichever runs first */
+    return p;
 }
 
 void kcap_child_collect(int p, int fd, int timeout_s, size_t max, char **out, int *status, int *timed_out)
@@ -188,8 +264,18 @@ void kcap_child_collect(int p, int fd, int timeout_s, size_t max, char **out, in
     }
     if (fd >= 0)
         close(fd);
-    /* whatever the child started in its group goes with it (helpers of a candidate; past the
-       limit the child too), then the child is reaped */
+    if (*timed_out) { /* the reaper kills its child and what it left, for a few seconds */
+        kill(p, SIGTERM);
+        for (long long until = now_ms() + 5000; now_ms() < until;) {
+            siginfo_t si;
+            memset(&si, 0, sizeof si);
+            if (waitid(P_PID, (id_t)p, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == p)
+                break;
+            usleep(10000);
+        }
+    }
+    /* whatever is left in the reaper's group goes with it (past the limit the reaper too,
+       should it not have ended), then the reaper is reaped */
     kill(-p, SIGKILL);
     if (*timed_out)
         kill(p, SIGKILL);
@@ -198,10 +284,40 @@ void kcap_child_collect(int p, int fd, int timeout_s, size_t max, char **out, in
         ;
     if (w == p)
         *status = st;
-    kill_adopted(); /* what left the group (setsid) came to us when the child ended */
     if (b)
         b[n] = 0;
     *out = b;
+}
+
+/* The replay the gate runs, below the reaper (kcap_child_spawn): its TMPDIR, the document's
+ * descriptor (3), its stdout and stderr, then exec. */
+struct gate_child {
+    const char **argv;
+    const char *tmpdir;
+    int wr, verbose;
+};
+static void gate_child_main(void *arg)
+{
+    const struct gate_child *gc = arg;
+    if (gc->tmpdir)
+        setenv("TMPDIR", gc->tmpdir, 1);
+    if (gc->wr != 3) {
+        dup2(gc->wr, 3); /* the document */
+        close(gc->wr);
+    }
+    fcntl(3, F_SETFD, 0); /* kept across exec */
+    if (gc->verbose) { /* the human table (stdout) and the replay's problems on stderr */
+        dup2(STDERR_FILENO, STDOUT_FILENO);
+    } else { /* what it found is said from its document (kcap_gate_say) */
+        int nul = open("/dev/null", O_WRONLY); /* dup2, not freopen: nothing to ignore */
+        if (nul >= 0) {
+            dup2(nul, STDOUT_FILENO);
+            dup2(nul, STDERR_FILENO);
+            if (nul > STDERR_FILENO && nul != 3)
+                close(nul);
+        }
+    }
+    execv("/proc/self/exe", (char *const *)gc->argv);
 }
 
 int kcap_gate_run(const char *dir, const char *cand, char tol[KCAP_NTOL][32], int verbose, int timeout_s,
@@ -220,38 +336,13 @@ int kcap_gate_run(const char *dir, const char *cand, char tol[KCAP_NTOL][32], in
     int pfd[2];
     if (pipe(pfd))
         return 0;
-    fflush(NULL);
-    kcap_child_adopt_orphans();
-    pid_t p = fork();
-    if (p == 0) {
-        setpgid(0, 0); /* its own group: a time limit kills the candidate's children too */
-        if (tmpdir)
-            setenv("TMPDIR", tmpdir, 1);
-        close(pfd[0]);
-        if (pfd[1] != 3) {
-            dup2(pfd[1], 3); /* the document */
-            close(pfd[1]);
-        }
-        fcntl(3, F_SETFD, 0); /* kept across exec */
-        if (verbose) { /* the human table (stdout) and the replay's problems on stderr */
-            dup2(STDERR_FILENO, STDOUT_FILENO);
-        } else { /* what it found is said from its document (kcap_gate_say) */
-            int nul = open("/dev/null", O_WRONLY); /* dup2, not freopen: nothing to ignore */
-            if (nul >= 0) {
-                dup2(nul, STDOUT_FILENO);
-                dup2(nul, STDERR_FILENO);
-                if (nul > STDERR_FILENO && nul != 3) close(nul);
-            }
-        }
-        execv("/proc/self/exe", (char *const *)argv);
-        _exit(127);
-    }
+    struct gate_child gc = {argv, tmpdir, pfd[1], verbose};
+    pid_t p = kcap_child_spawn(pfd[0], pfd[1], gate_child_main, &gc);
     close(pfd[1]);
     if (p < 0) {
         close(pfd[0]);
         return 0;
     }
-    setpgid(p, p); /* as the child does, whichever runs first */
     char *doc = NULL;
     int st = -1, late = 0;
     kcap_child_collect(p, pfd[0], timeout_s, KCAP_GATE_DOC_MAX, &doc, &st, &late);

@@ -19,7 +19,29 @@
 
 #include "kcap_kernlib.h"     /* replay/: the private-copy loader */
 #include "kcap_snapshot.h"    /* formats/: kcap_xxh64 */
-#include "kcap_shadow_gate.h" /* kcap_child_collect */
+#include "kcap_shadow_gate.h" /* kcap_child_spawn, kcap_child_collect */
+
+/* The checking process, below the reaper (kcap_child_spawn): loads cand as replay does and
+ * says how it went on the pipe. */
+struct check_child {
+    const char *cand, *tmpdir;
+    int wr;
+};
+static void check_child_main(void *arg)
+{
+    const struct check_child *cc = arg;
+    if (cc->tmpdir)
+        setenv("TMPDIR", cc->tmpdir, 1); /* its private copy where the parent removes it */
+    kcap_kernlib *k = NULL;
+    kcap_error err = {0};
+    char line[1100];
+    int rc = kcap_kernlib_open(cc->cand, &k, &err);
+    int n = rc ? snprintf(line, sizeof line, "error %s\n", err.msg)
+               : snprintf(line, sizeof line, "ok %s\n", kcap_kernlib_backend(k));
+    if (n > 0 && write(cc->wr, line, (size_t)n) < 0)
+        _exit(3);
+    _exit(rc ? 1 : 0);
+}
 
 int kcap_loadcheck_run(const char *cand, const char *tmpdir, int timeout_s, kcap_loadcheck *c)
 {
@@ -29,31 +51,14 @@ int kcap_loadcheck_run(const char *cand, const char *tmpdir, int timeout_s, kcap
         snprintf(c->error, sizeof c->error, "no pipe to a checking process: %s", strerror(errno));
         return 0;
     }
-    fflush(NULL);
-    kcap_child_adopt_orphans();
-    pid_t p = fork();
-    if (p == 0) {
-        setpgid(0, 0);
-        close(pfd[0]);
-        if (tmpdir)
-            setenv("TMPDIR", tmpdir, 1); /* its private copy where the parent removes it */
-        kcap_kernlib *k = NULL;
-        kcap_error err = {0};
-        char line[1100];
-        int rc = kcap_kernlib_open(cand, &k, &err);
-        int n = rc ? snprintf(line, sizeof line, "error %s\n", err.msg)
-                   : snprintf(line, sizeof line, "ok %s\n", kcap_kernlib_backend(k));
-        if (n > 0 && write(pfd[1], line, (size_t)n) < 0)
-            _exit(3);
-        _exit(rc ? 1 : 0);
-    }
+    struct check_child cc = {cand, tmpdir, pfd[1]};
+    pid_t p = kcap_child_spawn(pfd[0], pfd[1], check_child_main, &cc);
     close(pfd[1]);
     if (p < 0) {
         close(pfd[0]);
         snprintf(c->error, sizeof c->error, "no checking process: %s", strerror(errno));
         return 0;
     }
-    setpgid(p, p);
     char *buf = NULL;
     int st = -1, late = 0;
     kcap_child_collect(p, pfd[0], timeout_s, 1200, &buf, &st, &late);

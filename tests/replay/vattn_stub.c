@@ -59,20 +59,27 @@ __attribute__((constructor)) static void stub_abort(void) { abort(); }
 #include <stdio.h>
 /* A helper process that sleeps `s` seconds holding every inherited fd; its pid written to
  * $STUB_HANG_PIDFILE, so a test can check that it was killed. */
+static void write_pid(long pid)
+{
+    const char *pf = getenv("STUB_HANG_PIDFILE");
+    FILE *f = pf && pid > 0 ? fopen(pf, "w") : NULL;
+    if (f)
+        fprintf(f, "%ld\n", pid), fclose(f);
+}
 static void start_helper(unsigned s)
 {
     pid_t h = fork();
     if (h == 0) {
 #ifdef STUB_SETSID
         setsid();
+        write_pid((long)getpid()); /* once out of the group: the pid file says it left */
 #endif
         sleep(s);
         _exit(0);
     }
-    const char *pf = getenv("STUB_HANG_PIDFILE");
-    FILE *f = pf && h > 0 ? fopen(pf, "w") : NULL;
-    if (f)
-        fprintf(f, "%ld\n", (long)h), fclose(f);
+#ifndef STUB_SETSID
+    write_pid((long)h);
+#endif
 }
 #endif
 #ifdef STUB_DAEMON

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 int kcap_privcopy_mkdir(const char *tmp, const char *prefix, char *dir, size_t n, int *lock)
@@ -80,7 +81,14 @@ static pid_t name_pid(const char *name, const char *prefix, size_t pl)
     return (pid_t)pid;
 }
 
-/* Empty and remove TMP's entry NAME (tfd: TMP) when it is our directory and nobody holds it. */
+/* A directory this young is never swept, whatever its pid says: a TMPDIR shared by several
+ * machines (NFS; flock there is local) holds other hosts' live loads under pids that mean
+ * nothing here, and a creator in another pid namespace has not taken its lock yet in the
+ * instant after mkdtemp. A load takes seconds; a leftover waits this long for the next. */
+#define KCAP_PRIVCOPY_MIN_AGE_S 600
+
+/* Empty and remove TMP's entry NAME (tfd: TMP) when it is our directory, old enough and
+ * nobody holds it. */
 static void sweep_one(int tfd, const char *name, uid_t me)
 {
     /* O_NOFOLLOW: a symlink under our name fails here (ELOOP), a file fails O_DIRECTORY */
@@ -90,7 +98,8 @@ static void sweep_one(int tfd, const char *name, uid_t me)
     struct stat st;
     /* held by a live creator (another pid namespace) or by another sweeper: theirs. Any
        other flock error (no locks on this filesystem) leaves the pid's word alone. */
-    if (fstat(fd, &st) || st.st_uid != me || (flock(fd, LOCK_EX | LOCK_NB) && errno == EWOULDBLOCK)) {
+    if (fstat(fd, &st) || st.st_uid != me || st.st_mtime > time(NULL) - KCAP_PRIVCOPY_MIN_AGE_S ||
+        (flock(fd, LOCK_EX | LOCK_NB) && errno == EWOULDBLOCK)) {
         close(fd);
         return;
     }

@@ -24,7 +24,9 @@ int kcap_privcopy_mkdir(const char *tmp, const char *prefix, char *dir, size_t n
 void kcap_privcopy_unlock(int *lock);
 
 /* Remove, under TMP, the directories named PREFIX<pid>.XXXXXX that this user owns, whose pid
- * is no live process (kill(pid, 0): ESRCH) and whose lock no live process holds: the regular
+ * is no live process (kill(pid, 0): ESRCH), that are at least 10 minutes old (another
+ * machine's live load in a shared TMPDIR has a pid that means nothing here) and whose lock
+ * no live process holds: the regular
  * files and symlinks in them (never followed), then the directory. Symlinks and files named
  * like one, other users' directories and subdirectories are left alone. One readdir of TMP;
  * never fails (every error means "leave it"), errno kept. */

@@ -6,8 +6,8 @@
 # and `kcap replay`'s, which loads in its own process (kcap-replay-PID.XXXXXX). Checked: the
 # dead process's directory and copy are left (the hazard), a later load removes them; a
 # directory of a live pid, one held locked by a live process (another pid namespace), a
-# symlink or a file named like a dead pid's directory, another user's (as root) and an old
-# pid-less name are kept, nothing is followed or recursed into, and the loads themselves are
+# symlink or a file named like a dead pid's directory, another user's (as root), one under 10
+# minutes old and an old pid-less name are kept, nothing is followed or recursed into, and the loads themselves are
 # unaffected (the hosts' results byte-identical).
 . "$(dirname "$0")/lib.sh"
 shadow_libs
@@ -41,16 +41,23 @@ echo old >"$S/kcap-shadow.oldnam/candidate.so"            # a pid-less name of b
 LOCKP=
 if command -v flock >/dev/null 2>&1; then # a directory held by a live process of another pid namespace
     mkdir -p "$S/kcap-shadow.$dead.lockd1" && echo lk >"$S/kcap-shadow.$dead.lockd1/candidate.so"
-    flock -s "$S/kcap-shadow.$dead.lockd1" sleep 60 & # (flock's child sleep holds the lock)
+    # (flock's child holds the lock; it says so by a file, then becomes sleep)
+    flock -s "$S/kcap-shadow.$dead.lockd1" sh -c 'touch "$1"; exec sleep 60' sh "$T/locked" &
     LOCKP=$!
     at_exit "pkill -P $LOCKP 2>/dev/null; kill $LOCKP 2>/dev/null"
+    for _ in $(seq 100); do [ -e "$T/locked" ] && break; sleep 0.05; done
 fi
 OTHER=
 if [ "$(id -u)" = 0 ]; then # another user's directory of a dead pid
     OTHER=$S/kcap-shadow.$dead.other1
     mkdir -p "$OTHER" && echo o >"$OTHER/candidate.so" && chown -R 65534:65534 "$OTHER"
 fi
-sleep 0.2 # the lock taken
+# a dead pid's directory younger than 10 minutes: kept (another machine's live load in a
+# shared TMPDIR, or a creator of another pid namespace before its lock); the rest made old
+mkdir -p "$S/kcap-shadow.$dead.young1" && echo y >"$S/kcap-shadow.$dead.young1/candidate.so"
+old() { touch -d '20 minutes ago' "$@"; }
+old "$S/$left" "$S/kcap-shadow.$$.live01" "$S/kcap-shadow.$dead.nested" "$S/kcap-shadow.oldnam" \
+    "$S/kcap-shadow.$dead.afile1" ${LOCKP:+"$S/kcap-shadow.$dead.lockd1"} ${OTHER:+"$OTHER"}
 
 # a service that loads a good candidate sweeps the dead one's directory
 with_kcap TMPDIR="$S" KCAP_DIR="$T/good" KCAP_SHADOW="$CPU" -- "$CLIENT" --calls 2 --seed 41 --hash \
@@ -62,7 +69,7 @@ rc=$?
 [ -n "$left" ] && [ ! -e "$S/$left" ] &&
     ok "the next shadow-mode load swept the dead host's directory and copy" ||
     { ls -la "$S"; fail "the dead host's private directory ${left:-?} is still in TMPDIR after the next load"; }
-[ "$(ls -d "$S"/kcap-shadow.[0-9]* 2>/dev/null | grep -vc -e "\.$$\.live01$" -e "\.$dead\.\(symlk1\|afile1\|nested\|lockd1\|other1\)$")" = 0 ] &&
+[ "$(ls -d "$S"/kcap-shadow.[0-9]* 2>/dev/null | grep -vc -e "\.$$\.live01$" -e "\.$dead\.\(symlk1\|afile1\|nested\|lockd1\|other1\|young1\)$")" = 0 ] &&
     ok "the good candidate's own private directory removed once it loaded" || { ls -la "$S"; fail "a private directory left by a load that succeeded"; }
 [ "$(cat "$S/kcap-shadow.$$.live01/candidate.so" 2>/dev/null)" = live ] &&
     ok "a directory of a live pid kept" || fail "the live pid's directory was swept"
@@ -73,6 +80,8 @@ rc=$?
 [ "$(cat "$S/kcap-shadow.$dead.nested/sub/keep.so" 2>/dev/null)" = deep ] &&
     ok "a subdirectory inside a dead pid's directory: not recursed into (it and its files kept)" || fail "the sweep recursed"
 [ -f "$S/kcap-shadow.oldnam/candidate.so" ] && ok "a pid-less name (the naming of before) kept" || fail "a pid-less directory was swept"
+[ -f "$S/kcap-shadow.$dead.young1/candidate.so" ] && ok "a dead pid's directory under 10 minutes old kept" ||
+    fail "a young directory was swept"
 if [ -n "$LOCKP" ]; then
     [ -f "$S/kcap-shadow.$dead.lockd1/candidate.so" ] &&
         ok "a dead pid's directory held locked by a live process (a pid of another namespace): kept" ||
@@ -85,6 +94,7 @@ fi
 
 # two loads at once (both sweep the same leftovers): both fine, nothing left
 for i in 1 2 3; do mkdir -p "$S/kcap-shadow.$dead.race0$i" && echo x >"$S/kcap-shadow.$dead.race0$i/candidate.so"; done
+old "$S"/kcap-shadow.$dead.race0*
 with_kcap TMPDIR="$S" KCAP_DIR="$T/r1" KCAP_SHADOW="$CPU" -- "$CLIENT" --calls 2 --seed 41 --hash >"$T/r1.out" 2>"$T/r1.err" &
 p1=$!
 with_kcap TMPDIR="$S" KCAP_DIR="$T/r2" KCAP_SHADOW="$CPU" -- "$CLIENT" --calls 2 --seed 41 --hash >"$T/r2.out" 2>"$T/r2.err"
@@ -108,6 +118,7 @@ rdead=$(sed -n 's/^kcap-replay-\([0-9]*\)\.[A-Za-z0-9]\{6\}$/\1/p' <<<"$rleft")
     ok "kcap replay of a library whose constructor aborts: replay itself dies (exit 134, it loads in-process), its copy left as $rleft" ||
     { cat "$T/rab.out"; ls -laR "$R"; fail "the dead replay's private directory, named by its pid (exit $rc, left: ${rleft:-none})"; }
 mkdir -p "$R/kcap-replay-$$.live02"
+[ -n "$rleft" ] && old "$R/$rleft"
 TMPDIR="$R" "$KCAP" replay "$T/snaps" --kernel "$CPU" --ref none >"$T/rok.out" 2>&1 && grep -q "1 passed" "$T/rok.out" ||
     { cat "$T/rok.out"; fail "replay with the good library"; }
 [ -n "$rleft" ] && [ ! -e "$R/$rleft" ] && [ -d "$R/kcap-replay-$$.live02" ] &&

@@ -138,13 +138,17 @@ static void reaper_on_term(int sig)
  * is a child subreaper (a dead descendant's orphans come to it, those that left the group
  * with setsid() too) and forks the one child that runs body; when that child has ended it
  * kills and reaps whatever the child left, then ends the way the child did (exit status, or
- * the same signal). SIGTERM (the time limit): the child is killed first. Being a process of
- * its own, it adopts nothing of the CLI's: children the CLI had before (it may have been
- * exec'd by a process with children, a service among them) are never touched. */
-static void reaper_main(int rd, int wr, void (*body)(void *), void *arg)
+ * the same signal). SIGTERM (the time limit, or kcap shadow's own end): the child is killed
+ * first. Being a process of its own, it adopts nothing of the CLI's: children the CLI had
+ * before (it may have been exec'd by a process with children, a service among them) are
+ * never touched. */
+static void reaper_main(pid_t parent, int rd, int wr, void (*body)(void *), void *arg)
 {
     setpgid(0, 0);
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    /* kcap shadow killed or interrupted: its time limit goes with it, so the reaper ends the
+       child then (SIGTERM, as at the limit); a parent already gone says so at once */
+    prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
     signal(SIGCHLD, SIG_DFL); /* statuses to wait for, whatever disposition was inherited */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -154,9 +158,11 @@ static void reaper_main(int rd, int wr, void (*body)(void *), void *arg)
     sigemptyset(&term);
     sigaddset(&term, SIGTERM);
     sigprocmask(SIG_UNBLOCK, &term, NULL);
+    if (getppid() != parent)
+        g_reaper_term = 1;
     if (rd >= 0)
         close(rd);
-    pid_t c = fork();
+    pid_t c = g_reaper_term ? -1 : fork();
     if (c == 0) {
         signal(SIGTERM, SIG_DFL);
         body(arg);
@@ -193,9 +199,9 @@ static void reaper_main(int rd, int wr, void (*body)(void *), void *arg)
 pid_t kcap_child_spawn(int rd, int wr, void (*body)(void *), void *arg)
 {
     fflush(NULL);
-    pid_t p = fork();
+    pid_t parent = getpid(), p = fork();
     if (p == 0)
-        reaper_main(rd, wr, body, arg);
+        reaper_main(parent, rd, wr, body, arg);
     if (p > 0)
         setpgid(p, p); /* as the reaper does, whichever runs first */
     return p;

@@ -113,6 +113,19 @@ el=$(($(date +%s) - t0))
     ! pgrep -f "kcap replay $T/g " >/dev/null && [ -z "$(ls -A "$T/tmpk")" ] &&
     ok "a replay that closes its stdout and hangs: refused at --gate-timeout 3 (${el}s), nothing left running or in TMPDIR" ||
     { cat "$T/ch.out"; fail "gate on a closed-stdout hang (exit $rc after ${el}s)"; }
+# kcap shadow itself killed while its gate's replay hangs: the replay goes with it (it ran on
+# alone, with nobody left to enforce the time limit)
+TMPDIR="$T/tmpk" "$KCAP" shadow $pid "${STUB}_closehang.so" --gate-timeout 50 >/dev/null 2>&1 &
+kp=$!
+for _ in $(seq 100); do pgrep -f "kcap replay $T/g " >/dev/null && break; sleep 0.1; done
+pgrep -f "kcap replay $T/g " >/dev/null || fail "the gate's replay never started"
+kill -TERM $kp
+wait $kp 2>/dev/null
+for _ in $(seq 50); do pgrep -f "kcap replay $T/g " >/dev/null || break; sleep 0.1; done
+! pgrep -f "kcap replay $T/g " >/dev/null && kill -0 $pid 2>/dev/null &&
+    ok "kcap shadow killed during its gate: the hanging replay ended with it, the service alive" ||
+    { pkill -KILL -f "kcap replay $T/g "; fail "a gate's replay outlived kcap shadow"; }
+rm -rf "$T/tmpk"/* # the check copy a killed kcap shadow could not remove
 t0=$(date +%s)
 STUB_HANG_PIDFILE="$T/daemon.pid" timeout 60 "$KCAP" shadow $pid "${STUB}_daemon.so" --gate-timeout 50 >"$T/dm.out" 2>&1
 rc=$?

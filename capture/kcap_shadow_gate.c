@@ -93,78 +93,102 @@ static long proc_parent(const char *pid, char *state)
     return r && sscanf(r + 1, " %c %ld", state, &ppid) == 2 ? ppid : -1;
 }
 
+/* 1 when /proc numbers processes as kill() does (not a /proc of another pid namespace,
+ * whose numbers would name other processes). */
+static int proc_is_ours(void)
+{
+    char buf[32];
+    ssize_t n = readlink("/proc/self", buf, sizeof buf - 1);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    return atol(buf) == (long)getpid();
+}
+
 /* In the reaper: what it adopted (a dead child's descendants, setsid() or not), killed and
- * reaped. In rounds, since a killed process's own children come to it next; within ~3 s
- * (a process that cannot be killed is left). The reaper has no children of its own but the
- * one it forked. */
+ * reaped. In rounds, since a killed process's own children come to it next: each round waits
+ * only for the processes it killed, so a chain of helpers costs a round per generation, not
+ * a second; within ~3 s (a process that cannot be killed is left). The reaper has no children
+ * of its own but the one it forked. A helper that forks anew faster than a round (pid
+ * hopping) can still escape: only a pid namespace of its own would hold it. */
 static void kill_adopted(void)
 {
     const long self = (long)getpid();
     const long long end = now_ms() + 3000;
-    for (int round = 0; round < 20 && now_ms() < end; round++) {
+    if (!proc_is_ours())
+        return;
+    for (int round = 0; round < 200 && now_ms() < end; round++) {
         DIR *d = opendir("/proc");
         if (!d)
             return;
-        int killed = 0;
+        int killed = 0, zombies = 0;
         struct dirent *e;
         while ((e = readdir(d))) {
             char state = 0;
             if (e->d_name[0] < '1' || e->d_name[0] > '9' || proc_parent(e->d_name, &state) != self)
                 continue;
-            if (state != 'Z')
+            if (state == 'Z')
+                zombies++;
+            else
                 killed += kill((pid_t)atol(e->d_name), SIGKILL) == 0;
         }
         closedir(d);
-        for (int i = 0; i < 100 && now_ms() < end; i++) { /* reaped, each soon after its kill */
+        for (int reaped = 0; reaped < killed + zombies && now_ms() < end;) {
             pid_t w = waitpid(-1, NULL, WNOHANG);
-            if (w < 0 && errno != EINTR)
+            if (w > 0)
+                reaped++;
+            else if (w == 0)
+                usleep(1000);
+            else if (errno != EINTR)
                 break; /* none left */
-            if (w == 0)
-                usleep(10000);
         }
-        if (!killed)
+        if (!killed && !zombies)
             return;
     }
-}
-
-static volatile sig_atomic_t g_reaper_term;
-static void reaper_on_term(int sig)
-{
-    (void)sig;
-    g_reaper_term = 1;
 }
 
 /* The reaper: the process kcap_child_collect waits for. It leads a process group of its own,
  * is a child subreaper (a dead descendant's orphans come to it, those that left the group
  * with setsid() too) and forks the one child that runs body; when that child has ended it
  * kills and reaps whatever the child left, then ends the way the child did (exit status, or
- * the same signal). SIGTERM (the time limit, or kcap shadow's own end): the child is killed
- * first. Being a process of its own, it adopts nothing of the CLI's: children the CLI had
- * before (it may have been exec'd by a process with children, a service among them) are
- * never touched. */
+ * the same signal). SIGTERM (the time limit, or kcap shadow's own end: PR_SET_PDEATHSIG) is
+ * kept blocked and waited for beside SIGCHLD, so one arriving at any moment, fork included,
+ * is seen: the child is killed first. The child dies with the reaper (its own
+ * PR_SET_PDEATHSIG), ignores terminal stops and reads /dev/null (a background group on the
+ * caller's terminal must not stop it: it would look like a hang), and dumps no core. Being a
+ * process of its own, the reaper adopts nothing of the CLI's: children the CLI had before (it
+ * may have been exec'd by a process with children, a service among them) are never touched. */
 static void reaper_main(pid_t parent, int rd, int wr, void (*body)(void *), void *arg)
 {
+    sigset_t waitset, old;
+    sigemptyset(&waitset);
+    sigaddset(&waitset, SIGTERM);
+    sigaddset(&waitset, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &waitset, &old);
     setpgid(0, 0);
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    /* kcap shadow killed or interrupted: its time limit goes with it, so the reaper ends the
-       child then (SIGTERM, as at the limit); a parent already gone says so at once */
     prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
     signal(SIGCHLD, SIG_DFL); /* statuses to wait for, whatever disposition was inherited */
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = reaper_on_term; /* no SA_RESTART: the wait below returns EINTR */
-    sigaction(SIGTERM, &sa, NULL);
-    sigset_t term;
-    sigemptyset(&term);
-    sigaddset(&term, SIGTERM);
-    sigprocmask(SIG_UNBLOCK, &term, NULL);
-    if (getppid() != parent)
-        g_reaper_term = 1;
+    signal(SIGTERM, SIG_DFL);
+    int term = getppid() != parent; /* the parent went before PDEATHSIG was set */
     if (rd >= 0)
         close(rd);
-    pid_t c = g_reaper_term ? -1 : fork();
+    const pid_t me = getpid();
+    pid_t c = term ? -1 : fork();
     if (c == 0) {
-        signal(SIGTERM, SIG_DFL);
+        prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+        if (getppid() != me) /* the reaper went before that was set */
+            _exit(127);
+        struct rlimit none = {0, 0};
+        setrlimit(RLIMIT_CORE, &none);
+        signal(SIGTTOU, SIG_IGN);
+        signal(SIGTTIN, SIG_IGN);
+        int nul = open("/dev/null", O_RDONLY);
+        if (nul >= 0 && nul != STDIN_FILENO) {
+            dup2(nul, STDIN_FILENO);
+            close(nul);
+        }
+        sigprocmask(SIG_SETMASK, &old, NULL);
         body(arg);
         _exit(127);
     }
@@ -173,18 +197,23 @@ static void reaper_main(pid_t parent, int rd, int wr, void (*body)(void *), void
     int cst = 0, have = 0;
     while (c > 0 && !have) {
         int st;
-        pid_t w = waitpid(-1, &st, 0); /* the child, and any adopted process ending meanwhile */
-        if (w == c)
-            cst = st, have = 1;
-        else if (w < 0 && errno == EINTR && g_reaper_term)
-            kill(c, SIGKILL);
-        else if (w < 0 && errno != EINTR)
+        pid_t w;
+        while ((w = waitpid(-1, &st, WNOHANG)) > 0) /* the child, and adopted processes ending */
+            if (w == c)
+                cst = st, have = 1;
+        if (have || (w < 0 && errno == ECHILD))
             break;
+        if (term)
+            kill(c, SIGKILL); /* reaped at its SIGCHLD */
+        siginfo_t si;
+        if (sigwaitinfo(&waitset, &si) == SIGTERM)
+            term = 1;
     }
     kill_adopted();
     if (have && WIFSIGNALED(cst)) { /* the parent sees the child's signal, without a core of ours */
         struct rlimit none = {0, 0};
         setrlimit(RLIMIT_CORE, &none);
+        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); /* no piped core handler either */
         int sig = WTERMSIG(cst);
         signal(sig, SIG_DFL);
         sigset_t one;
@@ -198,6 +227,7 @@ static void reaper_main(pid_t parent, int rd, int wr, void (*body)(void *), void
 
 pid_t kcap_child_spawn(int rd, int wr, void (*body)(void *), void *arg)
 {
+    signal(SIGCHLD, SIG_DFL); /* a caller that ignored it would get no status of the reaper */
     fflush(NULL);
     pid_t parent = getpid(), p = fork();
     if (p == 0)

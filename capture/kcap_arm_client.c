@@ -231,20 +231,12 @@ static int target_gone(long pid, unsigned long long start)
 {
     if (kill((pid_t)pid, 0) && errno == ESRCH)
         return 1;
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (n <= 0)
-        return fd < 0 && errno == ENOENT;
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the state follows the command name */
-    if (p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'))
+    kcap_proc_info pi; /* one read of /proc/PID/stat: state and start time */
+    if (kcap_proc_stat(pid, &pi))
+        return errno == ENOENT;
+    if (pi.state == 'Z' || pi.state == 'X')
         return 1;
-    unsigned long long now = kcap_proc_start_time(pid);
-    return start && now && now != start;
+    return start && pi.start && pi.start != start;
 }
 
 int kcap_arm_send(const char *who, long pid, const char *dir, const char *need,

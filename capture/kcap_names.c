@@ -25,24 +25,27 @@
 static char g_runid[20] = "00000000";
 static unsigned long long g_start;
 
-unsigned long long kcap_proc_start_time(long pid)
+int kcap_proc_stat(long pid, kcap_proc_info *pi)
 {
     char path[64], buf[1024];
+    memset(pi, 0, sizeof *pi);
     if (pid)
         snprintf(path, sizeof path, "/proc/%ld/stat", pid);
     else
         snprintf(path, sizeof path, "/proc/self/stat");
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return 0;
+        return -1;
     ssize_t n = read(fd, buf, sizeof buf - 1);
+    int e = errno;
     close(fd);
+    errno = n < 0 ? e : EIO;
     if (n <= 0)
-        return 0;
+        return -1;
     buf[n] = '\0';
     char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
-    if (!p)
-        return 0;
+    if (!p || sscanf(p + 1, " %c %ld", &pi->state, &pi->ppid) != 2)
+        return -1;
     p++;
     /* after ')' come field 3 (state) ... field 22 (starttime): skip 19 fields */
     for (int f = 3; f < 22 && p; f++) {
@@ -50,7 +53,14 @@ unsigned long long kcap_proc_start_time(long pid)
             p++;
         p = strchr(p, ' ');
     }
-    return p ? strtoull(p, NULL, 10) : 0;
+    pi->start = p ? strtoull(p, NULL, 10) : 0;
+    return 0;
+}
+
+unsigned long long kcap_proc_start_time(long pid)
+{
+    kcap_proc_info pi;
+    return kcap_proc_stat(pid, &pi) ? 0 : pi.start;
 }
 
 void kcap_names_init(void)

@@ -16,7 +16,16 @@ void kcap_names_init(void);
 /* 8 lowercase hex digits, e.g. "3f9a2c1b", or what KCAP_RUN_ID set. */
 const char *kcap_run_id(void);
 void kcap_set_run_id(const char *id); /* "" keeps the drawn one */
-/* Field 22 of /proc/PID/stat (clock ticks since boot); 0 when unreadable. pid 0 = self. */
+/* What /proc/PID/stat says of a process (pid 0 = self), read once: its state (field 3:
+ * 'R', 'S', 'Z'...), parent and start time (field 22, clock ticks since boot; 0 unknown).
+ * 0, or -1 when it cannot be read (errno: ENOENT for a pid that names no process). */
+typedef struct {
+    char state;
+    long ppid;
+    unsigned long long start;
+} kcap_proc_info;
+int kcap_proc_stat(long pid, kcap_proc_info *pi);
+/* Its start time alone; 0 when unreadable. */
 unsigned long long kcap_proc_start_time(long pid);
 unsigned long long kcap_self_start_time(void);
 /* DIR/<call>[-r<rank>]-p<pid>-<runid>-<s|g><seq>[-<try>].h5 into out. */

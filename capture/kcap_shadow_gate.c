@@ -9,6 +9,7 @@
  * process it started, and `kcap shadow` says so instead of waiting forever.
  */
 #include "kcap_shadow_gate.h"
+#include "kcap_names.h" /* kcap_proc_stat */
 
 #include <dirent.h>
 #include <errno.h>
@@ -76,23 +77,6 @@ static long long now_ms(void)
     return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-/* The parent and state of process `pid` (a /proc name) from /proc/PID/stat; -1: gone. */
-static long proc_parent(const char *pid, char *state)
-{
-    char path[300], buf[512]; /* a /proc name is at most 255 bytes */
-    snprintf(path, sizeof path, "/proc/%.255s/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
-    const char *r = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
-    long ppid = -1;
-    return r && sscanf(r + 1, " %c %ld", state, &ppid) == 2 ? ppid : -1;
-}
-
 /* 1 when /proc numbers processes as kill() does (not a /proc of another pid namespace,
  * whose numbers would name other processes). */
 static int proc_is_ours(void)
@@ -124,10 +108,11 @@ static void kill_adopted(void)
         int killed = 0, zombies = 0;
         struct dirent *e;
         while ((e = readdir(d))) {
-            char state = 0;
-            if (e->d_name[0] < '1' || e->d_name[0] > '9' || proc_parent(e->d_name, &state) != self)
+            kcap_proc_info pi;
+            if (e->d_name[0] < '1' || e->d_name[0] > '9' || kcap_proc_stat(atol(e->d_name), &pi) ||
+                pi.ppid != self)
                 continue;
-            if (state == 'Z')
+            if (pi.state == 'Z')
                 zombies++;
             else
                 killed += kill((pid_t)atol(e->d_name), SIGKILL) == 0;

@@ -84,10 +84,10 @@ $(CAPT)/test_capture_cmp_plan: tests/capture/test_capture_cmp_plan.c capture/kca
 
 # kcap shadow's replay gate on its own: replay documents read, the pass rule, what it says
 $(CAPT)/test_capture_gate: tests/capture/test_capture_gate.c capture/kcap_shadow_gate.c capture/kcap_shadow_gate.h \
-                           $(OBJ)/capture/kcap_config_cli.o $(TESTKIT_H)
+                           $(OBJ)/capture/kcap_config_cli.o $(OBJ)/capture/kcap_names_cli.o $(TESTKIT_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Icapture -Itests tests/capture/test_capture_gate.c capture/kcap_shadow_gate.c \
-	  $(OBJ)/capture/kcap_config_cli.o $(COMMON_OBJS) -o $@ $(LDFLAGS)
+	  $(OBJ)/capture/kcap_config_cli.o $(OBJ)/capture/kcap_names_cli.o $(COMMON_OBJS) -o $@ $(LDFLAGS)
 
 # shadow mode's summary file on its own, written from several threads at once
 $(CAPT)/test_capture_summary: tests/capture/test_capture_summary.c capture/kcap_shadow_summary.c capture/kcap_shadow_summary.h \

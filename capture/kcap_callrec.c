@@ -225,7 +225,7 @@ int kcap_capture_one(kcap_slot *sl, kcap_call_fn real, const void *a, void *ws,
         shadow_kept = !shadow_agrees;
         if (dev)
             kcap_shadow_not_judged();
-    } else if (rc && status == KCAP_CALL_OK) { /* its recording failed (KCAP_MAX_BYTES, memory) */
+    } else if (rc) { /* its recording failed (KCAP_MAX_BYTES, memory) */
         shadow_unjudged(status);
     }
     if (dev) {

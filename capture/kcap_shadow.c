@@ -458,10 +458,7 @@ static int settle(kcap_slot *sl, kcap_snapshot *snap, const kcap_snapshot *cs, u
         if (kcap_snapshot_add_tensor(snap, c->name, KCAP_DIR_CAND, c->dtype, c->ndim, c->shape,
                                      NULL, NULL, &dst) || !dst) {
             keep = 0; /* no memory for them: counted lost, not kept */
-            pthread_mutex_lock(&g.lock);
-            if (g.swaps == swaps)
-                unkeep(shape_find(sl->call, snap));
-            pthread_mutex_unlock(&g.lock);
+            kcap_shadow_keep_failed(sl, snap, swaps);
             break;
         }
         memcpy(dst, c->data, c->nbytes);

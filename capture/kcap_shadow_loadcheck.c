@@ -19,7 +19,7 @@
 
 #include "kcap_kernlib.h"     /* replay/: the private-copy loader */
 #include "kcap_snapshot.h"    /* formats/: kcap_xxh64 */
-#include "kcap_shadow_gate.h" /* kcap_child_spawn, kcap_child_collect */
+#include "kcap_child.h"       /* kcap_child_spawn, kcap_child_collect */
 
 /* The checking process, below the reaper (kcap_child_spawn): loads cand as replay does and
  * says how it went on the pipe. */

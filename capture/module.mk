@@ -51,7 +51,7 @@ $(KCAP_LIB): $(CAPTURE_OBJS) $(FORMATS_LIB) $(COMMON_OBJS) $(KCAP_MAP)
 	  $(HDF5_LIBS) -lzstd -ldl -lm
 
 KCAP_CLI_OBJS += $(OBJ)/capture/kcap_cmd_record.o $(OBJ)/capture/kcap_cmd_arm.o \
-                 $(OBJ)/capture/kcap_cmd_shadow.o $(OBJ)/capture/kcap_shadow_gate.o $(OBJ)/capture/kcap_shadow_loadcheck.o $(OBJ)/capture/kcap_arm_client.o \
+                 $(OBJ)/capture/kcap_cmd_shadow.o $(OBJ)/capture/kcap_shadow_gate.o $(OBJ)/capture/kcap_child.o $(OBJ)/capture/kcap_shadow_loadcheck.o $(OBJ)/capture/kcap_arm_client.o \
                  $(OBJ)/capture/kcap_config_cli.o $(OBJ)/capture/kcap_names_cli.o
 
 # the CLI gets its own copy of the parsers (default visibility, no libkcap internals)
@@ -84,9 +84,9 @@ $(CAPT)/test_capture_cmp_plan: tests/capture/test_capture_cmp_plan.c capture/kca
 
 # kcap shadow's replay gate on its own: replay documents read, the pass rule, what it says
 $(CAPT)/test_capture_gate: tests/capture/test_capture_gate.c capture/kcap_shadow_gate.c capture/kcap_shadow_gate.h \
-                           $(OBJ)/capture/kcap_config_cli.o $(OBJ)/capture/kcap_names_cli.o $(TESTKIT_H)
+                           capture/kcap_child.c capture/kcap_child.h $(OBJ)/capture/kcap_config_cli.o $(OBJ)/capture/kcap_names_cli.o $(TESTKIT_H)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Icapture -Itests tests/capture/test_capture_gate.c capture/kcap_shadow_gate.c \
+	$(CC) $(CFLAGS) -Icapture -Itests tests/capture/test_capture_gate.c capture/kcap_shadow_gate.c capture/kcap_child.c \
 	  $(OBJ)/capture/kcap_config_cli.o $(OBJ)/capture/kcap_names_cli.o $(COMMON_OBJS) -o $@ $(LDFLAGS)
 
 # shadow mode's summary file on its own, written from several threads at once

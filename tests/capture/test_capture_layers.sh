@@ -15,7 +15,7 @@ declare -A LAYER=(
   [kcap_mem.h]=1 [kcap_size.h]=1 [kcap_queue.h]=1 [kcap_arm.h]=1 [kcap_gpu.h]=1 [kcap_gpu_int.h]=1
   [kcap_graphexec.h]=1
   [kcap_callrec.h]=2 [kcap_capture.h]=2 [kcap_shadow.h]=2
-  [kcap_interpose.h]=3 [kcap_arm_client.h]=9 [kcap_shadow_gate.h]=9 [kcap_shadow_loadcheck.h]=9
+  [kcap_interpose.h]=3 [kcap_arm_client.h]=9 [kcap_shadow_gate.h]=9 [kcap_shadow_loadcheck.h]=9 [kcap_child.h]=9
 )
 own_layer() { # layer of a file: its header's, a .c file's own header's
   local b; b=$(basename "$1")

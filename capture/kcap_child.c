@@ -1,0 +1,264 @@
+/*
+ * kcap_child.c — the processes `kcap shadow` checks a candidate in (kcap_child.h): the replay
+ * gate's `kcap replay` and the load check. Candidates are hostile: constructors that abort or
+ * hang, helpers that hold the pipe or leave the process group with setsid(), a kcap shadow
+ * killed midway. So each check runs two levels down, below a reaper of its own (a child
+ * subreaper that kills whatever the check left and ends as it did), and the parent reads its
+ * output until the reaper ends or the time limit passes. CLI side (kcap binary), above
+ * libkcap.
+ */
+#include "kcap_child.h"
+#include "kcap_names.h" /* kcap_proc_stat */
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+static long long now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* 1 when /proc numbers processes as kill() does (not a /proc of another pid namespace,
+ * whose numbers would name other processes). */
+static int proc_is_ours(void)
+{
+    char buf[32];
+    ssize_t n = readlink("/proc/self", buf, sizeof buf - 1);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    return atol(buf) == (long)getpid();
+}
+
+/* In the reaper: what it adopted (a dead child's descendants, setsid() or not), killed and
+ * reaped. In rounds, since a killed process's own children come to it next: each round waits
+ * only for the processes it killed, so a chain of helpers costs a round per generation, not
+ * a second; within ~3 s (a process that cannot be killed is left). The reaper has no children
+ * of its own but the one it forked. A helper that forks anew faster than a round (pid
+ * hopping) can still escape: only a pid namespace of its own would hold it. */
+static void kill_adopted(void)
+{
+    const long self = (long)getpid();
+    const long long end = now_ms() + 3000;
+    if (!proc_is_ours())
+        return;
+    for (int round = 0; round < 200 && now_ms() < end; round++) {
+        DIR *d = opendir("/proc");
+        if (!d)
+            return;
+        int killed = 0, zombies = 0;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            kcap_proc_info pi;
+            long pid = e->d_name[0] >= '1' && e->d_name[0] <= '9' ? atol(e->d_name) : 0;
+            if (!pid || kcap_proc_stat(pid, &pi) || pi.ppid != self)
+                continue;
+            if (pi.state == 'Z')
+                zombies++;
+            else
+                killed += kill((pid_t)pid, SIGKILL) == 0;
+        }
+        closedir(d);
+        for (int reaped = 0; reaped < killed + zombies && now_ms() < end;) {
+            pid_t w = waitpid(-1, NULL, WNOHANG);
+            if (w > 0)
+                reaped++;
+            else if (w == 0)
+                usleep(1000);
+            else if (errno != EINTR)
+                break; /* none left */
+        }
+        if (!killed && !zombies)
+            return;
+    }
+}
+
+/* The reaper: the process kcap_child_collect waits for. It leads a process group of its own,
+ * is a child subreaper (a dead descendant's orphans come to it, those that left the group
+ * with setsid() too) and forks the one child that runs body; when that child has ended it
+ * kills and reaps whatever the child left, then ends the way the child did (exit status, or
+ * the same signal). SIGTERM (the time limit, or kcap shadow's own end: PR_SET_PDEATHSIG) is
+ * kept blocked and waited for beside SIGCHLD, so one arriving at any moment, fork included,
+ * is seen: the child is killed first. The child dies with the reaper (its own
+ * PR_SET_PDEATHSIG), ignores terminal stops and reads /dev/null (a background group on the
+ * caller's terminal must not stop it: it would look like a hang), and dumps no core. Being a
+ * process of its own, the reaper adopts nothing of the CLI's: children the CLI had before (it
+ * may have been exec'd by a process with children, a service among them) are never touched. */
+static void reaper_main(pid_t parent, int rd, int wr, void (*body)(void *), void *arg)
+{
+    sigset_t waitset, old;
+    sigemptyset(&waitset);
+    sigaddset(&waitset, SIGTERM);
+    sigaddset(&waitset, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &waitset, &old);
+    setpgid(0, 0);
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
+    signal(SIGCHLD, SIG_DFL); /* statuses to wait for, whatever disposition was inherited */
+    signal(SIGTERM, SIG_DFL);
+    int term = getppid() != parent; /* the parent went before PDEATHSIG was set */
+    if (rd >= 0)
+        close(rd);
+    const pid_t me = getpid();
+    pid_t c = term ? -1 : fork();
+    if (c == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+        if (getppid() != me) /* the reaper went before that was set */
+            _exit(127);
+        struct rlimit none = {0, 0};
+        setrlimit(RLIMIT_CORE, &none);
+        signal(SIGTTOU, SIG_IGN);
+        signal(SIGTTIN, SIG_IGN);
+        int nul = open("/dev/null", O_RDONLY);
+        if (nul >= 0 && nul != STDIN_FILENO) {
+            dup2(nul, STDIN_FILENO);
+            close(nul);
+        }
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        body(arg);
+        _exit(127);
+    }
+    if (wr >= 0)
+        close(wr); /* the pipe's write end is the child's (and its helpers') alone */
+    int cst = 0, have = 0;
+    while (c > 0 && !have) {
+        int st;
+        pid_t w;
+        while ((w = waitpid(-1, &st, WNOHANG)) > 0) /* the child, and adopted processes ending */
+            if (w == c)
+                cst = st, have = 1;
+        if (have || (w < 0 && errno == ECHILD))
+            break;
+        if (term)
+            kill(c, SIGKILL); /* reaped at its SIGCHLD */
+        siginfo_t si;
+        if (sigwaitinfo(&waitset, &si) == SIGTERM)
+            term = 1;
+    }
+    kill_adopted();
+    if (have && WIFSIGNALED(cst)) { /* the parent sees the child's signal, without a core of ours */
+        struct rlimit none = {0, 0};
+        setrlimit(RLIMIT_CORE, &none);
+        prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); /* no piped core handler either */
+        int sig = WTERMSIG(cst);
+        signal(sig, SIG_DFL);
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, sig);
+        sigprocmask(SIG_UNBLOCK, &one, NULL);
+        raise(sig);
+    }
+    _exit(have && WIFEXITED(cst) ? WEXITSTATUS(cst) : 127);
+}
+
+pid_t kcap_child_spawn(int rd, int wr, void (*body)(void *), void *arg)
+{
+    signal(SIGCHLD, SIG_DFL); /* a caller that ignored it would get no status of the reaper */
+    fflush(NULL);
+    pid_t parent = getpid(), p = fork();
+    if (p == 0)
+        reaper_main(parent, rd, wr, body, arg);
+    if (p > 0)
+        setpgid(p, p); /* as the reaper does, whichever runs first */
+    return p;
+}
+
+void kcap_child_collect(int p, int fd, int timeout_s, size_t max, char **out, int *status, int *timed_out)
+{
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    long long end = timeout_s > 0 ? now_ms() + 1000ll * timeout_s : 0;
+    int exited = 0, st = 0;
+    long long drain_end = 0; /* after the exit, what is left is read for at most a second */
+    *status = -1, *timed_out = 0;
+    for (;;) {
+        if (!exited) { /* ended, not reaped yet: its group id stays its own for the kill below */
+            siginfo_t si;
+            memset(&si, 0, sizeof si);
+            int w = waitid(P_PID, (id_t)p, &si, WEXITED | WNOHANG | WNOWAIT);
+            if ((w == 0 && si.si_pid == p) || (w < 0 && errno == ECHILD))
+                exited = 1; /* (ECHILD: SIGCHLD ignored, no status to be had) */
+            if (exited)
+                drain_end = now_ms() + 1000;
+        }
+        if (exited && now_ms() > drain_end)
+            break; /* a helper that keeps writing: the child's own output is in */
+        long long left = end ? end - now_ms() : 1000;
+        if (!exited && end && left <= 0) {
+            *timed_out = 1;
+            break;
+        }
+        int wait_ms = exited ? 0 : (int)(left < 50 ? left : 50);
+        if (fd < 0) { /* the pipe's end is read: only the child's exit is waited for */
+            if (exited)
+                break;
+            struct timespec ts = {0, (long)wait_ms * 1000000L};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        struct pollfd pf = {fd, POLLIN, 0};
+        int pr = poll(&pf, 1, wait_ms);
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr == 0) {
+            if (exited) /* exited, and nothing more is there: what a helper may still write is not its */
+                break;
+            continue;
+        }
+        char sink[4096];
+        int keep = b && n + 1 < max;
+        if (keep && n + 1 == cap) {
+            char *nb = realloc(b, cap * 2);
+            if (nb)
+                b = nb, cap *= 2;
+            keep = nb != NULL;
+        }
+        ssize_t r = keep ? read(fd, b + n, cap - 1 - n) : read(fd, sink, sizeof sink);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            close(fd);
+            fd = -1;
+            continue;
+        }
+        if (keep)
+            n += (size_t)r;
+    }
+    if (fd >= 0)
+        close(fd);
+    if (*timed_out) { /* the reaper kills its child and what it left, for a few seconds */
+        kill(p, SIGTERM);
+        for (long long until = now_ms() + 5000; now_ms() < until;) {
+            siginfo_t si;
+            memset(&si, 0, sizeof si);
+            if (waitid(P_PID, (id_t)p, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == p)
+                break;
+            usleep(10000);
+        }
+    }
+    /* whatever is left in the reaper's group goes with it (past the limit the reaper too,
+       should it not have ended), then the reaper is reaped */
+    kill(-p, SIGKILL);
+    if (*timed_out)
+        kill(p, SIGKILL);
+    pid_t w;
+    while ((w = waitpid(p, &st, 0)) < 0 && errno == EINTR)
+        ;
+    if (w == p)
+        *status = st;
+    if (b)
+        b[n] = 0;
+    *out = b;
+}

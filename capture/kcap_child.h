@@ -1,0 +1,28 @@
+/*
+ * kcap_child.h — kcap_child.c: a candidate's check (replay gate, load check) run below a
+ * reaper process, and its output and end collected under a time limit. CLI side.
+ */
+#ifndef KCAP_CHILD_H
+#define KCAP_CHILD_H
+
+#include <stddef.h>
+#include <sys/types.h> /* pid_t */
+
+/* Start `body(arg)` (it must exec or _exit) two levels down: the process returned (-1 on
+ * failure) is a reaper that leads its own process group, adopts whatever the body's process
+ * leaves when it ends (setsid() or not: a child subreaper) and kills it, then ends as the
+ * body's process did. rd, wr: a pipe's ends (or -1); the reaper closes both, the body keeps
+ * wr. The caller is never a subreaper itself, so children it had are never touched. */
+pid_t kcap_child_spawn(int rd, int wr, void (*body)(void *), void *arg);
+
+/* A child's output and end: reads fd (the read end of the child's pipe; closed on return)
+ * until the child p (kcap_child_spawn's reaper) has exited and what it wrote is read, or
+ * until timeout_s seconds have passed (0: no limit; then the reaper gets SIGTERM and a few
+ * seconds to kill its child), then kills p's process group. The end is the child's exit, not
+ * the pipe's: a helper process it started and that holds the pipe neither delays nor hangs
+ * it, and a child that closes its end early is still waited for under the limit. Keeps at
+ * most max bytes (NUL-terminated; *out NULL when out of memory); *status the wait status, -1
+ * when it could not be had (SIGCHLD ignored); *timed_out 1 past the limit. */
+void kcap_child_collect(int p, int fd, int timeout_s, size_t max, char **out, int *status, int *timed_out);
+
+#endif

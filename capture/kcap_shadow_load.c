@@ -47,8 +47,6 @@ int kcap_candidate_load(const char *cand, const char *want_hash, kcap_candidate 
     char dir[PATH_MAX], copy[PATH_MAX + 16];
     if (!tmp || tmp[0] != '/' || strlen(tmp) > sizeof dir - 64)
         tmp = "/tmp";
-    /* what hosts killed inside dlopen by a candidate left (never fails the load) */
-    kcap_privcopy_sweep(tmp, "kcap-shadow.");
     int lock = -1; /* held while the directory exists: tells sweepers it is live */
     int in = open(cand, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block the host */
     struct stat st;

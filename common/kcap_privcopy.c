@@ -29,37 +29,6 @@
 #include <time.h>
 #include <unistd.h>
 
-int kcap_privcopy_mkdir(const char *tmp, const char *prefix, char *dir, size_t n, int *lock)
-{
-    *lock = -1;
-    int w = snprintf(dir, n, "%s/%s%ld.XXXXXX", tmp, prefix, (long)getpid());
-    if (w < 0 || (size_t)w >= n) { /* a truncated template would be some other name */
-        if (n)
-            dir[0] = '\0';
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    if (!mkdtemp(dir))
-        return -1;
-    /* the lock is a hint for sweepers in other pid namespaces: without it (a filesystem with
-       no flock) the pid still protects the directory in ours, so a failure is not an error.
-       Non-blocking: the host never waits here. */
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) != 0) {
-        close(fd);
-        fd = -1;
-    }
-    *lock = fd;
-    return 0;
-}
-
-void kcap_privcopy_unlock(int *lock)
-{
-    if (*lock >= 0)
-        close(*lock);
-    *lock = -1;
-}
-
 /* The pid in NAME when it is exactly PREFIX<pid>.XXXXXX (mkdtemp's six letters and digits), a
  * pid with no sign or leading zero; else 0. Strict, so nothing merely similar is touched. */
 static pid_t name_pid(const char *name, const char *prefix, size_t pl)
@@ -126,7 +95,7 @@ static void sweep_one(int tfd, const char *name, uid_t me)
     closedir(d);
 }
 
-void kcap_privcopy_sweep(const char *tmp, const char *prefix)
+static void sweep(const char *tmp, const char *prefix)
 {
     int saved = errno;
     DIR *t = opendir(tmp);
@@ -146,4 +115,36 @@ void kcap_privcopy_sweep(const char *tmp, const char *prefix)
     }
     closedir(t);
     errno = saved;
+}
+
+int kcap_privcopy_mkdir(const char *tmp, const char *prefix, char *dir, size_t n, int *lock)
+{
+    *lock = -1;
+    sweep(tmp, prefix); /* what loaders killed inside dlopen left (never fails the load) */
+    int w = snprintf(dir, n, "%s/%s%ld.XXXXXX", tmp, prefix, (long)getpid());
+    if (w < 0 || (size_t)w >= n) { /* a truncated template would be some other name */
+        if (n)
+            dir[0] = '\0';
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    if (!mkdtemp(dir))
+        return -1;
+    /* the lock is a hint for sweepers in other pid namespaces: without it (a filesystem with
+       no flock) the pid still protects the directory in ours, so a failure is not an error.
+       Non-blocking: the host never waits here. */
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    *lock = fd;
+    return 0;
+}
+
+void kcap_privcopy_unlock(int *lock)
+{
+    if (*lock >= 0)
+        close(*lock);
+    *lock = -1;
 }

@@ -13,23 +13,23 @@
 
 #include <stddef.h>
 
-/* Make TMP/PREFIX<pid>.XXXXXX (mkdtemp: mode 0700) into dir[0..n). PREFIX carries its own
- * separator ("kcap-shadow." gives kcap-shadow.1234.Ab3dEf). *lock is a descriptor holding a
- * shared flock on the directory (-1 where the filesystem has no locks: the pid alone then
- * tells the sweep it is live); close it with kcap_privcopy_unlock once the directory is
- * removed. 0, or -1 with errno set (mkdtemp's, or ENAMETOOLONG) and nothing made. */
+/* Make TMP/PREFIX<pid>.XXXXXX (mkdtemp: mode 0700) into dir[0..n), after sweeping what dead
+ * loaders of the same PREFIX left under TMP. PREFIX carries its own separator ("kcap-shadow."
+ * gives kcap-shadow.1234.Ab3dEf). *lock is a descriptor holding a shared flock on the
+ * directory (-1 where the filesystem has no locks: the pid alone then tells sweepers it is
+ * live); close it with kcap_privcopy_unlock once the directory is removed. 0, or -1 with
+ * errno set (mkdtemp's, or ENAMETOOLONG) and nothing made.
+ *
+ * The sweep removes the directories named PREFIX<pid>.XXXXXX that this user owns, whose pid
+ * is no live process (kill(pid, 0): ESRCH), that are at least 10 minutes old (another
+ * machine's live load in a shared TMPDIR has a pid that means nothing here) and whose lock no
+ * live process holds: the regular files and symlinks in them (never followed), then the
+ * directory. Symlinks and files named like one, other users' directories and subdirectories
+ * are left alone. One readdir of TMP; it never fails the call (every error means "leave
+ * it"). */
 int kcap_privcopy_mkdir(const char *tmp, const char *prefix, char *dir, size_t n, int *lock);
 
 /* Close *lock (when >= 0) and set it to -1. */
 void kcap_privcopy_unlock(int *lock);
-
-/* Remove, under TMP, the directories named PREFIX<pid>.XXXXXX that this user owns, whose pid
- * is no live process (kill(pid, 0): ESRCH), that are at least 10 minutes old (another
- * machine's live load in a shared TMPDIR has a pid that means nothing here) and whose lock
- * no live process holds: the regular
- * files and symlinks in them (never followed), then the directory. Symlinks and files named
- * like one, other users' directories and subdirectories are left alone. One readdir of TMP;
- * never fails (every error means "leave it"), errno kept. */
-void kcap_privcopy_sweep(const char *tmp, const char *prefix);
 
 #endif

@@ -135,7 +135,6 @@ int kcap_kernlib_open(const char *path, kcap_kernlib **out, kcap_error *err)
     const char *tmp = getenv("TMPDIR");
     if (!tmp || !*tmp)
         tmp = "/tmp";
-    kcap_privcopy_sweep(tmp, "kcap-replay-"); /* never fails the open */
     /* TMPDIR/kcap-replay-PID.XXXXXX, made 0700 by mkdtemp */
     if (kcap_privcopy_mkdir(tmp, "kcap-replay-", k->tmpdir, sizeof k->tmpdir, &k->tmplock)) {
         int e = errno;

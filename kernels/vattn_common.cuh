@@ -71,13 +71,15 @@ struct VattnParams {
     const int32_t *qo_indptr;
     const uint8_t *cmask;
     const int64_t *mask_indptr;
-    /* fast kernel plan */
-    int mchunks, nsplit, tiles_per_split, mpad;
+    /* fast kernel plan: nsplit splits of the KV range (grid y) in clusters of `cluster` blocks
+     * (1 = none, vattn_cluster.cuh); nparts partials in the workspace for the combine kernel
+     * (nsplit / cluster; 1 = the fast kernel writes o and lse itself) */
+    int mchunks, nsplit, tiles_per_split, mpad, cluster, nparts;
     int dev_stage; /* dev build only (VATTN_DEV_STAGE, timing variants): 1 = every fast block returns
                       at once, 2 = no KV tiles (prologue and epilogue only), 3 = no KV tiles and no
                       epilogue (prologue only); 0 = the real call */
-    float *ws_o;  /* [bs][nsplit][mpad][512] unnormalised partial O */
-    float2 *ws_ml; /* [bs][nsplit][mpad] (m in log2 units, l) */
+    float *ws_o;  /* [bs][nparts][mpad][512] unnormalised partial O */
+    float2 *ws_ml; /* [bs][nparts][mpad] (m in log2 units, l) */
 };
 
 template <int FP16> __device__ __forceinline__ float vattn_ld(uint16_t x)
@@ -327,17 +329,26 @@ __device__ __forceinline__ const uint16_t *vattn_checked_row(const VattnParams &
     return p.kv + v * p.kv_stride;
 }
 
+/* The raw kv_indices entry of key `key` of the request (0 where it has none: past the split,
+ * or from idx_end on, VattnBlockKeys). Apart from vattn_checked_row so the prologues can
+ * read the first tiles' entries while another warp reads the mask (vattn_hidden_drafts, which
+ * the check needs): two round trips to memory in parallel instead of one after the other. */
+__device__ __forceinline__ int64_t vattn_ring_slot(const VattnParams &p, int64_t start, int64_t key, int64_t key_end,
+                                                   int64_t idx_end)
+{
+    return key < key_end && key < idx_end ? vattn_slot(p, start + key) : 0;
+}
+
 /* Row of key `key` of the request for the slot ring (vattn_checked_row), its kv_indices entry
- * read here when key < idx_end (VattnBlockKeys). The ring is filled two tiles ahead by warp 0
- * so no cp.async waits on a kv_indices load. */
+ * read here (vattn_ring_slot). The ring is filled two tiles ahead by warp 0 so no cp.async
+ * waits on a kv_indices load. */
 template <class Smem>
 __device__ __forceinline__ const uint16_t *vattn_ring_row(const VattnParams &p, Smem &sm, int64_t start, int64_t key,
                                                           int64_t key_end, int64_t idx_end, int64_t prefix, int b)
 {
     if (key >= key_end)
         return nullptr;
-    const int64_t v = key < idx_end ? vattn_slot(p, start + key) : 0;
-    return vattn_checked_row(p, sm, v, key, key_end, prefix, b);
+    return vattn_checked_row(p, sm, vattn_ring_slot(p, start, key, key_end, idx_end), key, key_end, prefix, b);
 }
 
 /* O[MT m-tiles from row0][NT n8 tiles] *= alpha of each row (alpha: smem, one per block row). */
@@ -396,7 +407,7 @@ __device__ __forceinline__ void vattn_fast_epilogue(const VattnParams &p, const 
                                                     int col0, int mc, int sp, int b, int lane, int srow)
 {
     const int g = lane >> 2, t4 = lane & 3;
-    if (p.nsplit == 1) {
+    if (p.nparts == 1) {
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -425,7 +436,7 @@ __device__ __forceinline__ void vattn_fast_epilogue(const VattnParams &p, const 
         }
         return;
     }
-    const int64_t pbase = ((int64_t)b * p.nsplit + sp) * p.mpad + (int64_t)mc * bm;
+    const int64_t pbase = ((int64_t)b * p.nparts + sp) * p.mpad + (int64_t)mc * bm; /* nparts = nsplit here */
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll

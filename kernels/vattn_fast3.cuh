@@ -9,11 +9,13 @@
  * Q fragments stay in registers; 8 warps = 4 k-quarters x 2 key halves, the partial S summed
  * in fixed order through smem; three block barriers per tile. The blocks of one request that
  * share a KV range have adjacent blockIdx.x, so re-reads of a KV tile hit L2.
- * Shared steps (slot ring, P V, epilogue) are in vattn_common.cuh.
+ * Shared steps (slot ring, P V, epilogue) are in vattn_common.cuh, the merge of a cluster of
+ * splits in vattn_cluster.cuh.
  */
 #ifndef VATTN_FAST3_CUH
 #define VATTN_FAST3_CUH
 
+#include "vattn_cluster.cuh"
 #include "vattn_common.cuh"
 
 namespace {
@@ -74,19 +76,26 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast_kernel(VattnParams p)
     }
     if (tid == 0)
         sm.bad = !ok;
+    /* slot ring prologue: warp 0 reads the kv_indices entries of tiles 0-2 while warp 1 reads
+     * the mask (hidden draft keys); then warp 0 checks them into the ring: tiles 0 and 1 into
+     * smem, tile 2 in a register */
+    int64_t raw[3] = {0, 0, 0};
     if (warp == 0) {
+#pragma unroll
+        for (int t = 0; t < 3; t++)
+            raw[t] = vattn_ring_slot(p, start, key_begin + t * BN + lane, key_end, idx_end);
+    } else if (warp == 1) {
         const VattnMask mask = ok ? vattn_mask(p, b, prefix) : VattnMask{nullptr, 0};
         if (lane == 0)
             sm.mask = mask;
         vattn_hidden_drafts(p, sm.hidden, mask, mc, BM, ntiles > 0 && key_end > prefix, lane);
     }
     __syncthreads();
-    /* slot ring prologue: tiles 0 and 1 into smem, tile 2 in a register (warp 0) */
     const uint16_t *pref = nullptr;
     if (warp == 0) {
-        sm.rows[0][lane] = vattn_ring_row(p, sm, start, key_begin + lane, key_end, idx_end, prefix, b);
-        sm.rows[1][lane] = vattn_ring_row(p, sm, start, key_begin + BN + lane, key_end, idx_end, prefix, b);
-        pref = vattn_ring_row(p, sm, start, key_begin + 2 * BN + lane, key_end, idx_end, prefix, b);
+        sm.rows[0][lane] = vattn_checked_row(p, sm, raw[0], key_begin + lane, key_end, prefix, b);
+        sm.rows[1][lane] = vattn_checked_row(p, sm, raw[1], key_begin + BN + lane, key_end, prefix, b);
+        pref = vattn_checked_row(p, sm, raw[2], key_begin + 2 * BN + lane, key_end, prefix, b);
     }
     __syncthreads();
     if (ntiles > 0) {
@@ -247,6 +256,15 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast_kernel(VattnParams p)
         return;
 #endif
 
+    if (p.cluster > 1) { /* the splits of the cluster merge in shared memory (vattn_cluster.cuh) */
+        static_assert(sizeof(FastSmem::kv) >= BM * (DV + 8) * sizeof(float), "v3 O window: one of 512 columns");
+        static_assert(sizeof(FastSmem::red) >= sizeof(VattnClusterScratch), "cluster scratch in red");
+        vattn_cluster_epilogue<FP16, BM / 16, 8>(p, sm.m, sm.l, &sm.bad, oacc, BM, 0, warp * 64,
+                                                 reinterpret_cast<float *>(&sm.kv[0][0][0]), DV,
+                                                 *reinterpret_cast<VattnClusterScratch *>(&sm.red[0][0][0]), mc, sp,
+                                                 b, tid, lane);
+        return;
+    }
     vattn_fast_epilogue<FP16, BM / 16, 8>(p, sm.m, sm.l, sm.bad != 0, oacc, BM, 0, warp * 64, mc, sp, b, lane,
                                            tid < BM ? tid : -1);
 }

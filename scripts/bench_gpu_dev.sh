@@ -6,7 +6,7 @@
 # or the serving-set bench (vattn_dev --serving: per call in CUDA graphs, L2 warm / cold,
 # eager). Logs go to $OUT (or build/dev-out). The VATTN_VARIANT runs use the dev build
 # build/tests/libverify_attn_dev.so.
-# Usage: bench_gpu_dev.sh [test] [testv3|testv7] [bench] [serving|breakdown] [racecheck] [ncu] [sass] [torch]
+# Usage: bench_gpu_dev.sh [test] [testv3|testv7] [testsplit] [bench] [serving|breakdown] [racecheck] [ncu] [sass] [torch]
 #                     or: bench_gpu_dev.sh final   (default build, make test-gpu, make bench-gpu, SASS)
 set -uo pipefail
 out=${OUT:-build/dev-out}
@@ -63,6 +63,18 @@ for what in "$@"; do
         VATTN_VARIANT=$v timeout 300 build/tests/test_verify_gpu >"$out/test_gpu_v$v.log" 2>&1
         echo "test_verify_gpu (VATTN_VARIANT=$v) rc=$?"
         grep -E "^FAIL|checks failed" "$out/test_gpu_v$v.log" | head -20 ;;
+    testsplit)
+        # the split merge paths of the dev build: the default plan (cluster cap 8, with the plans
+        # printed), no clusters (VATTN_DEV_CLUSTER=1), and forced split counts whose clusters
+        # leave one partial (8) or several (12, 16, 24, 40)
+        for cfg in "VATTN_DEV_CLUSTER=8" "VATTN_DEV_CLUSTER=1" "VATTN_FORCE_NSPLIT=8" "VATTN_FORCE_NSPLIT=12" "VATTN_FORCE_NSPLIT=16" \
+                   "VATTN_FORCE_NSPLIT=24" "VATTN_FORCE_NSPLIT=40"; do
+            env "$cfg" VATTN_DEV_PLAN=1 timeout 300 build/tests/test_verify_gpu >"$out/test_gpu_$cfg.log" 2>"$out/plan_$cfg.log"
+            echo "test_verify_gpu ($cfg) rc=$?: $(tail -1 "$out/test_gpu_$cfg.log")"
+            grep -E "^FAIL|checks failed" "$out/test_gpu_$cfg.log" | head -10
+            sed -E 's/.* (v[37]) grid .* (cluster [0-9]+) (nparts [0-9]+).*/\1 \2 \3/' "$out/plan_$cfg.log" |
+                sort | uniq -c | sort -rn | head -16 | tr '\n' ';'; echo
+        done ;;
     bench)
         timeout 400 build/tests/vattn_dev --bench >"$out/bench.log" 2>&1
         echo "vattn_dev --bench rc=$? ($(( $(date +%s) - t0 )) s)"

@@ -2,8 +2,7 @@
  * vattn_combine.cuh — vattn_combine_kernel: merges the split-K partials of the fast kernels
  * (per split: m in log2 units, l, unnormalised O in the workspace) into o and lse, in split
  * index order, so results are bitwise identical run to run (no atomics anywhere). Launched
- * by vattn_launch_fast (verify_attn.cu) after the fast kernel whenever it leaves more than one
- * partial per row (nparts > 1: one per split, or one per cluster of splits, vattn_cluster.cuh).
+ * by vattn_launch_fast (verify_attn.cu) after the fast kernel whenever nsplit > 1.
  */
 #ifndef VATTN_COMBINE_CUH
 #define VATTN_COMBINE_CUH
@@ -38,11 +37,11 @@ template <int FP16, int G> __global__ void __launch_bounds__(128 * G, 8 / G) vat
     const int r = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
     vattn_pdl_wait(); /* launched while the fast kernel runs: its partials are visible after this */
     vattn_pdl_trigger();
-    const int64_t base = (int64_t)b * p.nparts * p.mpad + r;
+    const int64_t base = (int64_t)b * p.nsplit * p.mpad + r;
 
     float mmax = -INFINITY;
     int bad = 0;
-    for (int s = tid; s < p.nparts; s += COMBINE_THREADS) {
+    for (int s = tid; s < p.nsplit; s += COMBINE_THREADS) {
         const float m = p.ws_ml[base + (int64_t)s * p.mpad].x;
         bad |= isnan(m);
         mmax = fmaxf(mmax, m); /* fmaxf ignores NaN */
@@ -65,7 +64,7 @@ template <int FP16, int G> __global__ void __launch_bounds__(128 * G, 8 / G) vat
         bad |= red_bad[w];
     }
     const float m_use = mmax == -INFINITY ? 0.0f : mmax;
-    for (int s = tid; s < p.nparts; s += COMBINE_THREADS) {
+    for (int s = tid; s < p.nsplit; s += COMBINE_THREADS) {
         const float2 ml = p.ws_ml[base + (int64_t)s * p.mpad];
         /* an empty split (m = -inf) weighs 0 and its O partial is all zero */
         const float w = ml.x == -INFINITY ? 0.0f : exp2f(ml.x - m_use);
@@ -78,7 +77,7 @@ template <int FP16, int G> __global__ void __launch_bounds__(128 * G, 8 / G) vat
     const float *po = p.ws_o + base * DV + c4 * 4;
     const int64_t step = (int64_t)p.mpad * DV;
     int s = grp;
-    for (; s + 7 * G < p.nparts; s += 8 * G) {
+    for (; s + 7 * G < p.nsplit; s += 8 * G) {
         float4 v[8];
 #pragma unroll
         for (int k = 0; k < 8; k++)
@@ -92,7 +91,7 @@ template <int FP16, int G> __global__ void __launch_bounds__(128 * G, 8 / G) vat
             acc[3] += w * v[k].w;
         }
     }
-    for (; s < p.nparts; s += G) {
+    for (; s < p.nsplit; s += G) {
         const float4 v = *reinterpret_cast<const float4 *>(po + s * step);
         const float w = wsm[s];
         acc[0] += w * v.x;
@@ -116,7 +115,7 @@ template <int FP16, int G> __global__ void __launch_bounds__(128 * G, 8 / G) vat
         acc[3] += q.w;
     }
     float L = 0.0f;
-    for (int k = 0; k < p.nparts; k++) /* every thread, same order: same L */
+    for (int k = 0; k < p.nsplit; k++) /* every thread, same order: same L */
         L += wl[k];
     const int i = r / p.H, h = r % p.H;
     const float inv = L == 0.0f ? 0.0f : 1.0f / L;

@@ -71,15 +71,13 @@ struct VattnParams {
     const int32_t *qo_indptr;
     const uint8_t *cmask;
     const int64_t *mask_indptr;
-    /* fast kernel plan: nsplit splits of the KV range (grid y) in clusters of `cluster` blocks
-     * (1 = none, vattn_cluster.cuh); nparts partials in the workspace for the combine kernel
-     * (nsplit / cluster; 1 = the fast kernel writes o and lse itself) */
-    int mchunks, nsplit, tiles_per_split, mpad, cluster, nparts;
+    /* fast kernel plan */
+    int mchunks, nsplit, tiles_per_split, mpad;
     int dev_stage; /* dev build only (VATTN_DEV_STAGE, timing variants): 1 = every fast block returns
                       at once, 2 = no KV tiles (prologue and epilogue only), 3 = no KV tiles and no
                       epilogue (prologue only); 0 = the real call */
-    float *ws_o;  /* [bs][nparts][mpad][512] unnormalised partial O */
-    float2 *ws_ml; /* [bs][nparts][mpad] (m in log2 units, l) */
+    float *ws_o;  /* [bs][nsplit][mpad][512] unnormalised partial O */
+    float2 *ws_ml; /* [bs][nsplit][mpad] (m in log2 units, l) */
 };
 
 template <int FP16> __device__ __forceinline__ float vattn_ld(uint16_t x)
@@ -407,7 +405,7 @@ __device__ __forceinline__ void vattn_fast_epilogue(const VattnParams &p, const 
                                                     int col0, int mc, int sp, int b, int lane, int srow)
 {
     const int g = lane >> 2, t4 = lane & 3;
-    if (p.nparts == 1) {
+    if (p.nsplit == 1) {
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -436,7 +434,7 @@ __device__ __forceinline__ void vattn_fast_epilogue(const VattnParams &p, const 
         }
         return;
     }
-    const int64_t pbase = ((int64_t)b * p.nparts + sp) * p.mpad + (int64_t)mc * bm; /* nparts = nsplit here */
+    const int64_t pbase = ((int64_t)b * p.nsplit + sp) * p.mpad + (int64_t)mc * bm;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll

@@ -9,13 +9,11 @@
  * Q fragments stay in registers; 8 warps = 4 k-quarters x 2 key halves, the partial S summed
  * in fixed order through smem; three block barriers per tile. The blocks of one request that
  * share a KV range have adjacent blockIdx.x, so re-reads of a KV tile hit L2.
- * Shared steps (slot ring, P V, epilogue) are in vattn_common.cuh, the merge of a cluster of
- * splits in vattn_cluster.cuh.
+ * Shared steps (slot ring, P V, epilogue) are in vattn_common.cuh.
  */
 #ifndef VATTN_FAST3_CUH
 #define VATTN_FAST3_CUH
 
-#include "vattn_cluster.cuh"
 #include "vattn_common.cuh"
 
 namespace {
@@ -256,15 +254,6 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast_kernel(VattnParams p)
         return;
 #endif
 
-    if (p.cluster > 1) { /* the splits of the cluster merge in shared memory (vattn_cluster.cuh) */
-        static_assert(sizeof(FastSmem::kv) >= BM * (DV + 8) * sizeof(float), "v3 O window: one of 512 columns");
-        static_assert(sizeof(FastSmem::red) >= sizeof(VattnClusterScratch), "cluster scratch in red");
-        vattn_cluster_epilogue<FP16, BM / 16, 8>(p, sm.m, sm.l, &sm.bad, oacc, BM, 0, warp * 64,
-                                                 reinterpret_cast<float *>(&sm.kv[0][0][0]), DV,
-                                                 *reinterpret_cast<VattnClusterScratch *>(&sm.red[0][0][0]), mc, sp,
-                                                 b, tid, lane);
-        return;
-    }
     vattn_fast_epilogue<FP16, BM / 16, 8>(p, sm.m, sm.l, sm.bad != 0, oacc, BM, 0, warp * 64, mc, sp, b, lane,
                                            tid < BM ? tid : -1);
 }

@@ -2,7 +2,7 @@
  * vattn_fast7.cuh — v7, the fast verify-attention kernel for requests with more than 32
  * (token, head) rows (v3, vattn_fast3.cuh, takes <= 32). Uses vattn_common.cuh's helpers:
  * ldmatrix / mma / cp.async wrappers, request and split ranges, slot ring, the P V / rescale /
- * epilogue steps shared with v3; vattn_cluster.cuh's merge when the splits run in clusters.
+ * epilogue steps shared with v3.
  *
  * Layout: 64 rows per block in two groups of 32 (group 0 = warps 0-3, group 1 = warps 4-7, so
  * each scheduler holds one warp of each); 32-key KV tiles in 2 cp.async stages. Per group:
@@ -36,7 +36,6 @@
 #ifndef VATTN_FAST7_CUH
 #define VATTN_FAST7_CUH
 
-#include "vattn_cluster.cuh"
 #include "vattn_common.cuh"
 
 namespace {
@@ -482,16 +481,6 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
         return;
 #endif
     __syncthreads();     /* final m, l, bad visible to every thread */
-    if (p.cluster > 1) { /* the splits of the cluster merge in shared memory, O in two windows */
-        static_assert(sizeof(FastSmem7::kv) >= BM7 * (DV / 2 + 8) * sizeof(float), "v7 O window: 256 columns");
-        static_assert(sizeof(FastSmem7::red) >= sizeof(VattnClusterScratch), "cluster scratch in red");
-        static_assert(BM7 <= VATTN_CLUSTER_ROWS, "cluster scratch rows");
-        vattn_cluster_epilogue<FP16, 2, 16>(p, sm.m, sm.l, &sm.bad, oacc, BM7, grp * 32, w4 * 128,
-                                            reinterpret_cast<float *>(&sm.kv[0][0][0]), DV / 2,
-                                            *reinterpret_cast<VattnClusterScratch *>(&sm.red[0][0]), mc, sp, b, tid,
-                                            lane);
-        return;
-    }
     /* lse / (m, l) of each row by a thread of the row's own group (warps 0 and 4) */
     vattn_fast_epilogue<FP16, 2, 16>(p, sm.m, sm.l, sm.bad != 0, oacc, BM7, grp * 32, w4 * 128, mc, sp, b, lane,
                                      w4 == 0 ? grp * 32 + lane : -1);

@@ -9,7 +9,6 @@
  *   vattn_fast3.cuh     vattn_fast_kernel (v3): the fast kernel for <= 32 rows per request
  *   vattn_fast7.cuh     vattn_fast7_kernel (v7): the fast kernel for > 32 rows per request
  *   vattn_combine.cuh   vattn_combine_kernel: merges split-K partials in split order
- *   vattn_cluster.cuh   the same merge inside a cluster of splits, through distributed smem
  *   vattn_common.cuh    device helpers shared by all of them
  * The call allocates nothing and never synchronises the host: legal under graph capture.
  * Invalid device data (kv_len < q_len, a bad kv_indptr, a slot outside [0, num_slots); for
@@ -18,8 +17,9 @@
  * vattn_verify and vattn_extend differ only in the parameter block they fill (vattn_params):
  * the plan, the kernels and their launches are the same code.
  * Dev build (-DVATTN_DEV, build/tests/libverify_attn_dev.so for the dev harness and tests):
- * VATTN_VARIANT=3|7, VATTN_FORCE_NSPLIT=n, VATTN_DEV_CLUSTER=n and the timing knobs VATTN_DEV_PDL / VATTN_DEV_STAGE /
- * VATTN_DEV_NOCOMBINE are read per call; the production library reads no environment.
+ * VATTN_VARIANT=3|7, VATTN_FORCE_NSPLIT=n, VATTN_DEV_PLAN=1 (the plan of each call on stderr) and
+ * the timing knobs VATTN_DEV_PDL / VATTN_DEV_STAGE / VATTN_DEV_NOCOMBINE are read per call; the
+ * production library reads no environment.
  * Launches go through cudaLaunchKernelEx with programmatic dependent launch (vattn_pdl_wait in
  * vattn_common.cuh); per-call host work is cached where it cannot change (SM count, the fast
  * kernels' shared-memory limit, a usable device).
@@ -66,7 +66,6 @@ template <class Args> VattnSizes vattn_sizes(const Args *a)
 struct FastPlan {
     int variant; /* 3 = vattn_fast_kernel (32 rows), 7 = vattn_fast7_kernel (64 rows) */
     int mchunks, nsplit, tiles_per_split, mpad;
-    int cluster, nparts; /* splits per cluster (1 = none), partials per row left for the combine */
     size_t ws_bytes;
 };
 
@@ -107,103 +106,6 @@ int vattn_sm_count(void)
     return n;
 }
 
-/* The fast kernels' dynamic shared memory limit, raised once per (device, kernel): a driver
- * call per verify step is host latency. kern_id indexes the 4 fast-kernel instantiations. */
-int g_smem_ok[VATTN_SM_CACHE][4];
-
-cudaError_t vattn_smem_attr(void (*kern)(VattnParams), int kern_id, int bytes, bool force)
-{
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess)
-        dev = -1;
-    const bool cached = dev >= 0 && dev < VATTN_SM_CACHE;
-    if (!force && cached && __atomic_load_n(&g_smem_ok[dev][kern_id], __ATOMIC_RELAXED))
-        return cudaSuccess;
-    const cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    if (e == cudaSuccess && cached)
-        __atomic_store_n(&g_smem_ok[dev][kern_id], 1, __ATOMIC_RELAXED);
-    return e;
-}
-
-/* Clusters of c blocks of a fast kernel (variant 3 or 7) that fit on the device at once
- * (cudaOccupancyMaxActiveClusters: the GPC layout decides it, not the SM count), asked once
- * per (device, variant, c) and for the bf16 instantiation whatever the dtype, so the plan is the
- * same for both; 0 when the query fails (the plan then uses no clusters). */
-int g_max_clusters[VATTN_SM_CACHE][2][VATTN_MAX_CLUSTER + 1]; /* 0 = not asked, -1 = none */
-
-int vattn_max_clusters(int variant, int c)
-{
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    int *slot = dev >= 0 && dev < VATTN_SM_CACHE ? &g_max_clusters[dev][variant == 7][c] : nullptr;
-    int n = slot ? __atomic_load_n(slot, __ATOMIC_RELAXED) : 0;
-    if (n)
-        return n < 0 ? 0 : n;
-    void (*kern)(VattnParams) = variant == 7 ? vattn_fast7_kernel<0> : vattn_fast_kernel<0>;
-    const int smem = variant == 7 ? (int)sizeof(FastSmem7) : (int)sizeof(FastSmem);
-    if (vattn_smem_attr(kern, variant == 7 ? 2 : 0, smem, false) == cudaSuccess) {
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(1, c, 1);
-        cfg.blockDim = dim3(NTHREADS);
-        cfg.dynamicSmemBytes = smem;
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = 1;
-        attr[0].val.clusterDim.y = c;
-        attr[0].val.clusterDim.z = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-        if (cudaOccupancyMaxActiveClusters(&n, kern, &cfg) != cudaSuccess)
-            n = 0;
-    }
-    cudaGetLastError();
-    if (slot)
-        __atomic_store_n(slot, n > 0 ? n : -1, __ATOMIC_RELAXED);
-    return n > 0 ? n : 0;
-}
-
-/* The splits in clusters (vattn_cluster.cuh): among split counts from the plan's up to one wave
- * of blocks (the added splits are empty: no block gets more tiles than in the plan), the
- * cluster size c <= 8 dividing it that leaves the fewest partials per row, then the fewest
- * blocks, if that many clusters fit on the device at once. Dev build: VATTN_DEV_CLUSTER=n caps
- * c (0 or 1: no clusters), and a forced split count is kept as it is. */
-void vattn_plan_cluster(FastPlan &pl, int64_t blocks, int sms, int64_t tiles)
-{
-    int cmax = VATTN_MAX_CLUSTER;
-    int64_t ns_max = blocks >= sms ? 1 : sms / blocks;
-#ifdef VATTN_DEV
-    const char *cap = getenv("VATTN_DEV_CLUSTER");
-    if (cap && *cap)
-        cmax = atoi(cap);
-    const char *force = getenv("VATTN_FORCE_NSPLIT");
-    if (force && atoi(force) > 0)
-        ns_max = pl.nsplit;
-#endif
-    if (ns_max < pl.nsplit)
-        ns_max = pl.nsplit;
-    if (ns_max > COMBINE_MAX_SPLITS)
-        ns_max = COMBINE_MAX_SPLITS;
-    int best_c = 1;
-    int64_t best_ns = pl.nsplit, best_parts = pl.nsplit;
-    for (int c = 2; c <= cmax && c <= VATTN_MAX_CLUSTER; c++) {
-        const int64_t ns = (pl.nsplit + c - 1) / c * c, parts = ns / c;
-        if (ns > ns_max || parts > best_parts || (parts == best_parts && ns >= best_ns))
-            continue;
-        if (blocks * parts > vattn_max_clusters(pl.variant, c))
-            continue;
-        best_c = c;
-        best_ns = ns;
-        best_parts = parts;
-    }
-    pl.cluster = best_c;
-    pl.nsplit = (int)best_ns;
-    pl.nparts = (int)best_parts;
-    pl.tiles_per_split = (int)((tiles + best_ns - 1) / best_ns);
-}
-
 FastPlan vattn_plan(const VattnSizes &a, int sms)
 {
     FastPlan pl;
@@ -237,12 +139,8 @@ FastPlan vattn_plan(const VattnSizes &a, int sms)
     pl.nsplit = (int)((tiles + pl.tiles_per_split - 1) / pl.tiles_per_split);
     if (pl.nsplit < 1)
         pl.nsplit = 1;
-    pl.cluster = 1;
-    pl.nparts = pl.nsplit;
-    if (pl.nsplit > 1)
-        vattn_plan_cluster(pl, blocks, sms, tiles);
-    pl.ws_bytes = pl.nparts == 1 ? 0
-                                 : (size_t)a.bs * pl.nparts * pl.mpad * (DV * sizeof(float) + sizeof(float2));
+    pl.ws_bytes = pl.nsplit == 1 ? 0
+                                 : (size_t)a.bs * pl.nsplit * pl.mpad * (DV * sizeof(float) + sizeof(float2));
     return pl;
 }
 
@@ -316,29 +214,38 @@ int vattn_dev_knob(const char *name, int dflt)
     return dflt;
 }
 
+/* The fast kernels' dynamic shared memory limit, raised once per (device, kernel): a driver
+ * call per verify step is host latency. kern_id indexes the 4 fast-kernel instantiations. */
+int g_smem_ok[VATTN_SM_CACHE][4];
+
+cudaError_t vattn_smem_attr(void (*kern)(VattnParams), int kern_id, int bytes, bool force)
+{
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess)
+        dev = -1;
+    const bool cached = dev >= 0 && dev < VATTN_SM_CACHE;
+    if (!force && cached && __atomic_load_n(&g_smem_ok[dev][kern_id], __ATOMIC_RELAXED))
+        return cudaSuccess;
+    const cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (e == cudaSuccess && cached)
+        __atomic_store_n(&g_smem_ok[dev][kern_id], 1, __ATOMIC_RELAXED);
+    return e;
+}
+
 /* One launch, with programmatic dependent launch unless pdl == 0 (vattn_pdl_enter). */
 cudaError_t vattn_launch(void (*kern)(VattnParams), dim3 grid, int threads, size_t smem, cudaStream_t st, int pdl,
-                         const VattnParams &p, int cluster = 1)
+                         const VattnParams &p)
 {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = dim3(threads);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = st;
-    cudaLaunchAttribute attr[2];
-    int n = 0;
-    if (pdl) {
-        attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[n++].val.programmaticStreamSerializationAllowed = 1;
-    }
-    if (cluster > 1) { /* clusters of `cluster` splits along grid y (vattn_cluster.cuh) */
-        attr[n].id = cudaLaunchAttributeClusterDimension;
-        attr[n].val.clusterDim.x = 1;
-        attr[n].val.clusterDim.y = cluster;
-        attr[n++].val.clusterDim.z = 1;
-    }
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = n;
+    cfg.numAttrs = pdl ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, kern, p);
 }
 
@@ -348,12 +255,12 @@ cudaError_t vattn_launch_smem(void (*kern)(VattnParams), int kern_id, int smem, 
                               const VattnParams &p)
 {
     cudaError_t e = vattn_smem_attr(kern, kern_id, smem, false);
-    if (e == cudaSuccess && (e = vattn_launch(kern, grid, NTHREADS, smem, st, pdl, p, p.cluster)) == cudaSuccess)
+    if (e == cudaSuccess && (e = vattn_launch(kern, grid, NTHREADS, smem, st, pdl, p)) == cudaSuccess)
         return e;
     cudaGetLastError();
     if ((e = vattn_smem_attr(kern, kern_id, smem, true)) != cudaSuccess)
         return e;
-    return vattn_launch(kern, grid, NTHREADS, smem, st, 0, p, p.cluster);
+    return vattn_launch(kern, grid, NTHREADS, smem, st, 0, p);
 }
 
 template <int FP16> int vattn_launch_fast(const VattnSizes &sz, VattnParams p, void *ws, cudaStream_t st)
@@ -364,22 +271,20 @@ template <int FP16> int vattn_launch_fast(const VattnSizes &sz, VattnParams p, v
     p.nsplit = pl.nsplit;
     p.tiles_per_split = pl.tiles_per_split;
     p.mpad = pl.mpad;
-    p.cluster = pl.cluster;
-    p.nparts = pl.nparts;
     p.dev_stage = vattn_dev_knob("VATTN_DEV_STAGE", 0);
     /* Programmatic dependent launch for both launches, except when the split grid fills every
      * SM: there it cost 2.2-3.0 us at (1,16,16,4096) (132 blocks, 33 splits of 256 rows; measured
      * in two runs, docs/PERF.md) where it saves 0.2-0.8 us on the serving rows that leave SMs free. */
     const bool full_split_grid = pl.nsplit > 1 && (int64_t)sz.bs * pl.mchunks * pl.nsplit >= sms;
     const int pdl = vattn_dev_knob("VATTN_DEV_PDL", full_split_grid ? 0 : 1);
-    if (pl.nparts > 1) {
+    if (pl.nsplit > 1) {
         p.ws_o = (float *)ws;
-        p.ws_ml = (float2 *)((char *)ws + (size_t)sz.bs * pl.nparts * pl.mpad * DV * sizeof(float));
+        p.ws_ml = (float2 *)((char *)ws + (size_t)sz.bs * pl.nsplit * pl.mpad * DV * sizeof(float));
     }
     const dim3 grid(pl.mchunks, pl.nsplit, sz.bs);
     if (vattn_dev_knob("VATTN_DEV_PLAN", 0)) /* dev build: which path a test case takes */
-        fprintf(stderr, "vattn plan: bs %d M %d v%d grid %d x %d x %d cluster %d nparts %d pdl %d\n", sz.bs, p.M,
-                pl.variant, pl.mchunks, pl.nsplit, sz.bs, pl.cluster, pl.nparts, pdl);
+        fprintf(stderr, "vattn plan: bs %d M %d v%d grid %d x %d x %d pdl %d\n", sz.bs, p.M, pl.variant, pl.mchunks,
+                pl.nsplit, sz.bs, pdl);
     cudaError_t e;
     if (pl.variant == 7) {
         e = vattn_launch_smem(vattn_fast7_kernel<FP16>, 2 + FP16, (int)sizeof(FastSmem7), grid, st, pdl, p);
@@ -390,8 +295,8 @@ template <int FP16> int vattn_launch_fast(const VattnSizes &sz, VattnParams p, v
         if (e != cudaSuccess)
             return vattn_cuda_fail(e, "launch vattn_fast_kernel");
     }
-    if (pl.nparts > 1 && !vattn_dev_knob("VATTN_DEV_NOCOMBINE", 0)) {
-        const bool wide = pl.nparts >= COMBINE_WIDE_SPLITS;
+    if (pl.nsplit > 1 && !vattn_dev_knob("VATTN_DEV_NOCOMBINE", 0)) {
+        const bool wide = pl.nsplit >= COMBINE_WIDE_SPLITS;
         e = vattn_launch(wide ? vattn_combine_kernel<FP16, 4> : vattn_combine_kernel<FP16, 1>, dim3(p.M, sz.bs),
                          wide ? 512 : 128, 0, st, pdl, p);
         if (e != cudaSuccess) { /* once more without PDL */

@@ -64,16 +64,15 @@ for what in "$@"; do
         echo "test_verify_gpu (VATTN_VARIANT=$v) rc=$?"
         grep -E "^FAIL|checks failed" "$out/test_gpu_v$v.log" | head -20 ;;
     testsplit)
-        # the split merge paths of the dev build: the default plan (cluster cap 8, with the plans
-        # printed), no clusters (VATTN_DEV_CLUSTER=1), and forced split counts whose clusters
-        # leave one partial (8) or several (12, 16, 24, 40)
-        for cfg in "VATTN_DEV_CLUSTER=8" "VATTN_DEV_CLUSTER=1" "VATTN_FORCE_NSPLIT=8" "VATTN_FORCE_NSPLIT=12" "VATTN_FORCE_NSPLIT=16" \
-                   "VATTN_FORCE_NSPLIT=24" "VATTN_FORCE_NSPLIT=40"; do
-            env "$cfg" VATTN_DEV_PLAN=1 timeout 300 build/tests/test_verify_gpu >"$out/test_gpu_$cfg.log" 2>"$out/plan_$cfg.log"
-            echo "test_verify_gpu ($cfg) rc=$?: $(tail -1 "$out/test_gpu_$cfg.log")"
-            grep -E "^FAIL|checks failed" "$out/test_gpu_$cfg.log" | head -10
-            sed -E 's/.* (v[37]) grid .* (cluster [0-9]+) (nparts [0-9]+).*/\1 \2 \3/' "$out/plan_$cfg.log" |
-                sort | uniq -c | sort -rn | head -16 | tr '\n' ';'; echo
+        # forced split counts (the dev build; the plans of the calls printed and counted)
+        for ns in 1 2 7 16 40; do
+            VATTN_FORCE_NSPLIT=$ns VATTN_DEV_PLAN=1 timeout 300 build/tests/test_verify_gpu >"$out/test_gpu_ns$ns.log" \
+                2>"$out/plan_ns$ns.log"
+            echo "test_verify_gpu (VATTN_FORCE_NSPLIT=$ns) rc=$?: $(tail -1 "$out/test_gpu_ns$ns.log")"
+            grep -E "^FAIL|checks failed" "$out/test_gpu_ns$ns.log" | head -10
+            sed -E 's/.* (v[37]) grid [0-9]+ x ([0-9]+) x .*/\1 splits \2/' "$out/plan_ns$ns.log" | sort | uniq -c |
+                sort -rn | head -8 | tr '\n' ';'
+            echo
         done ;;
     bench)
         timeout 400 build/tests/vattn_dev --bench >"$out/bench.log" 2>&1

@@ -17,7 +17,7 @@
  * extend reference / fast call / its graph replay bitwise equal to the verify ones, and invalid
  * extend device data NaNs exactly the requests it names. A summary table ends the output.
  * Exit 77 when there is no GPU.
- * With VATTN_VARIANT, VATTN_FORCE_NSPLIT or VATTN_DEV_CLUSTER set it tests the dev build
+ * With VATTN_VARIANT or VATTN_FORCE_NSPLIT set it tests the dev build
  * build/tests/libverify_attn_dev.so (the production library reads no environment).
  */
 #include "vattn_gpu_common.h"
@@ -345,12 +345,9 @@ int main(int argc, char **argv)
         return 77;
     }
     vlib gpu, cpu;
-    if (getenv("VATTN_VARIANT") || getenv("VATTN_FORCE_NSPLIT") || getenv("VATTN_DEV_CLUSTER")) {
-        printf("VATTN_VARIANT=%s VATTN_FORCE_NSPLIT=%s VATTN_DEV_CLUSTER=%s: testing the dev build "
-               "build/tests/libverify_attn_dev.so\n",
-               getenv("VATTN_VARIANT") ? getenv("VATTN_VARIANT") : "",
-               getenv("VATTN_FORCE_NSPLIT") ? getenv("VATTN_FORCE_NSPLIT") : "",
-               getenv("VATTN_DEV_CLUSTER") ? getenv("VATTN_DEV_CLUSTER") : "");
+    if (getenv("VATTN_VARIANT") || getenv("VATTN_FORCE_NSPLIT")) {
+        printf("VATTN_VARIANT=%s VATTN_FORCE_NSPLIT=%s: testing the dev build build/tests/libverify_attn_dev.so\n",
+               getenv("VATTN_VARIANT") ? getenv("VATTN_VARIANT") : "", getenv("VATTN_FORCE_NSPLIT") ? getenv("VATTN_FORCE_NSPLIT") : "");
         vlib_open_in(&gpu, "tests", "libverify_attn_dev.so");
     } else {
         vlib_open(&gpu, "libverify_attn.so");

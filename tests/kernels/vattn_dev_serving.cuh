@@ -152,8 +152,7 @@ static void serving_dev_times(Problem &P, const char *const *knobs, const Servin
  * prologue = no KV tiles, no epilogue, no combine, minus launch; epilogue (the split partials'
  * writes) = no KV tiles, no combine, minus that; tiles = no combine minus that;
  * combine = the whole call minus no combine; PDL = the whole call without programmatic
- * dependent launch minus with it; clusters = the whole call without the cluster merge
- * (VATTN_DEV_CLUSTER=1: a partial per split and the combine kernel) minus with it. Then the split count swept (VATTN_FORCE_NSPLIT, cold and
+ * dependent launch minus with it. Then the split count swept (VATTN_FORCE_NSPLIT, cold and
  * warm): the data for the per-shape split policy. */
 static void serving_breakdown(Problem &P, const ServingFlush &F, cudaStream_t st)
 {
@@ -163,21 +162,18 @@ static void serving_breakdown(Problem &P, const ServingFlush &F, cudaStream_t st
     static const char *const k_epilogue[] = {"VATTN_DEV_STAGE", "2", "VATTN_DEV_NOCOMBINE", "1", nullptr};
     static const char *const k_nocombine[] = {"VATTN_DEV_NOCOMBINE", "1", nullptr};
     static const char *const k_nopdl[] = {"VATTN_DEV_PDL", "0", nullptr};
-    static const char *const k_nocluster[] = {"VATTN_DEV_CLUSTER", "1", nullptr};
-    double w[7], c[7];
-    const char *const *v[7] = {k_full, k_launch, k_prologue, k_epilogue, k_nocombine, k_nopdl, k_nocluster};
-    for (int i = 0; i < 7; i++)
+    double w[6], c[6];
+    const char *const *v[6] = {k_full, k_launch, k_prologue, k_epilogue, k_nocombine, k_nopdl};
+    for (int i = 0; i < 6; i++)
         serving_dev_times(P, v[i], F, st, &w[i], &c[i]);
     printf("breakdown bs=%d H=%d q=%d prefix=%lld (cold us): call %.1f = launch %.1f + prologue %.1f + epilogue "
-           "%.1f + tiles %.1f + combine %.1f; without PDL %.1f (PDL saves %.1f); without clusters %.1f (clusters save "
-           "%.1f); warm: call %.1f, launch %.1f, prologue %.1f, epilogue %.1f, no-combine %.1f, no PDL %.1f, no "
-           "clusters %.1f\n",
+           "%.1f + tiles %.1f + combine %.1f; without PDL %.1f (PDL saves %.1f); warm: call %.1f, launch %.1f, "
+           "prologue %.1f, epilogue %.1f, no-combine %.1f, no PDL %.1f\n",
            P.a.bs, P.a.num_heads, P.a.q_len, (long long)(P.kv_len - P.a.q_len), c[0], c[1], c[2] - c[1], c[3] - c[2],
-           c[4] - c[3], c[0] - c[4], c[5], c[5] - c[0], c[6], c[6] - c[0], w[0], w[1], w[2] - w[1], w[3] - w[2], w[4],
-           w[5], w[6]);
-    printf("csv,breakdown,%d,%d,%d,%lld,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n",
-           P.a.bs, P.a.num_heads, P.a.q_len, (long long)(P.kv_len - P.a.q_len), c[0], c[1], c[2], c[3], c[4], c[5],
-           c[6], w[0], w[1], w[2], w[3], w[4], w[5], w[6]);
+           c[4] - c[3], c[0] - c[4], c[5], c[5] - c[0], w[0], w[1], w[2] - w[1], w[3] - w[2], w[4], w[5]);
+    printf("csv,breakdown,%d,%d,%d,%lld,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", P.a.bs,
+           P.a.num_heads, P.a.q_len, (long long)(P.kv_len - P.a.q_len), c[0], c[1], c[2], c[3], c[4], c[5], w[0], w[1],
+           w[2], w[3], w[4], w[5]);
     static const int k_ns[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 33, 48, 66, 132};
     printf("splits bs=%d H=%d q=%d prefix=%lld (cold/warm us):", P.a.bs, P.a.num_heads, P.a.q_len,
            (long long)(P.kv_len - P.a.q_len));

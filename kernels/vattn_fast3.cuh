@@ -62,6 +62,30 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast_kernel(VattnParams p)
     if (p.dev_stage == 1) /* timing variant: the launch alone */
         return;
 #endif
+    /* Q fragments of this warp's k-quarter for the block's 32 rows, kept in registers for the
+     * whole KV range: A operand of m16n8k16 (rows g / g+8, cols 2*t4 / 2*t4+8). Loaded first:
+     * they depend on nothing the prologue reads, so they travel while kv_indptr, kv_indices and
+     * the first KV tile make their dependent round trips (as the last loads before the loop they
+     * were on its critical path: 36 KB of Q per block against a 36 KB tile). */
+    uint32_t qf[2][KSTEPS][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const int r = mc * BM + mt * 16 + g + hr * 8;
+            const uint32_t *src = nullptr;
+            if (r < p.M) {
+                const int i = r / p.H, h = r % p.H;
+                src = reinterpret_cast<const uint32_t *>(
+                    p.q + ((int64_t)b * p.q_len + i) * p.q_st + h * p.q_sh + kq * (KSTEPS * 16));
+            }
+#pragma unroll
+            for (int ks = 0; ks < KSTEPS; ks++) {
+                qf[mt][ks][hr] = src ? src[ks * 8 + t4] : 0u;
+                qf[mt][ks][hr + 2] = src ? src[ks * 8 + 4 + t4] : 0u;
+            }
+        }
+
     const VattnBlockKeys bk = vattn_block_keys(p, b, sp);
     const int64_t start = bk.start, prefix = bk.prefix, key_begin = bk.key_begin, key_end = bk.key_end;
     const int64_t idx_end = bk.idx_end;
@@ -100,27 +124,6 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast_kernel(VattnParams p)
         vattn_load_tile(p, sm, 0, 0, tid);
         cp_async_commit();
     }
-
-    /* Q fragments of this warp's k-quarter for the block's 32 rows, kept in registers for the
-     * whole KV range: A operand of m16n8k16 (rows g / g+8, cols 2*t4 / 2*t4+8). */
-    uint32_t qf[2][KSTEPS][4];
-#pragma unroll
-    for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            const int r = mc * BM + mt * 16 + g + hr * 8;
-            const uint32_t *src = nullptr;
-            if (r < p.M) {
-                const int i = r / p.H, h = r % p.H;
-                src = reinterpret_cast<const uint32_t *>(
-                    p.q + ((int64_t)b * p.q_len + i) * p.q_st + h * p.q_sh + kq * (KSTEPS * 16));
-            }
-#pragma unroll
-            for (int ks = 0; ks < KSTEPS; ks++) {
-                qf[mt][ks][hr] = src ? src[ks * 8 + t4] : 0u;
-                qf[mt][ks][hr + 2] = src ? src[ks * 8 + 4 + t4] : 0u;
-            }
-        }
 
     float oacc[2][8][4];
 #pragma unroll

@@ -65,7 +65,7 @@ for what in "$@"; do
         grep -E "^FAIL|checks failed" "$out/test_gpu_v$v.log" | head -20 ;;
     testsplit)
         # forced split counts (the dev build; the plans of the calls printed and counted)
-        for ns in 1 2 7 16 40; do
+        for ns in 2 7 16 40; do
             VATTN_FORCE_NSPLIT=$ns VATTN_DEV_PLAN=1 timeout 300 build/tests/test_verify_gpu >"$out/test_gpu_ns$ns.log" \
                 2>"$out/plan_ns$ns.log"
             echo "test_verify_gpu (VATTN_FORCE_NSPLIT=$ns) rc=$?: $(tail -1 "$out/test_gpu_ns$ns.log")"

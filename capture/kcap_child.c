@@ -163,6 +163,18 @@ static void reaper_main(pid_t parent, int rd, int wr, void (*body)(void *), void
     _exit(have && WIFEXITED(cst) ? WEXITSTATUS(cst) : 127);
 }
 
+/* The reaper of the check running now (0: none), and whether kcap_child_interrupt was called:
+ * what a signal handler of the CLI reads and signals. */
+static volatile sig_atomic_t g_reaper, g_interrupted;
+
+void kcap_child_interrupt(void)
+{
+    g_interrupted = 1;
+    const pid_t r = (pid_t)g_reaper;
+    if (r > 0)
+        kill(r, SIGTERM); /* the reaper's own end (PR_SET_PDEATHSIG): the check is killed first */
+}
+
 pid_t kcap_child_spawn(int rd, int wr, void (*body)(void *), void *arg)
 {
     signal(SIGCHLD, SIG_DFL); /* a caller that ignored it would get no status of the reaper */
@@ -170,8 +182,12 @@ pid_t kcap_child_spawn(int rd, int wr, void (*body)(void *), void *arg)
     pid_t parent = getpid(), p = fork();
     if (p == 0)
         reaper_main(parent, rd, wr, body, arg);
-    if (p > 0)
+    if (p > 0) {
         setpgid(p, p); /* as the reaper does, whichever runs first */
+        g_reaper = p;
+        if (g_interrupted) /* the interrupt came before the reaper was known */
+            kill(p, SIGTERM);
+    }
     return p;
 }
 
@@ -253,6 +269,8 @@ void kcap_child_collect(int p, int fd, int timeout_s, size_t max, char **out, in
     kill(-p, SIGKILL);
     if (*timed_out)
         kill(p, SIGKILL);
+    if (g_reaper == p)
+        g_reaper = 0; /* before the reap: an interrupt never signals a pid reused after it */
     pid_t w;
     while ((w = waitpid(p, &st, 0)) < 0 && errno == EINTR)
         ;

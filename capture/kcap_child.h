@@ -25,4 +25,9 @@ pid_t kcap_child_spawn(int rd, int wr, void (*body)(void *), void *arg);
  * when it could not be had (SIGCHLD ignored); *timed_out 1 past the limit. */
 void kcap_child_collect(int p, int fd, int timeout_s, size_t max, char **out, int *status, int *timed_out);
 
+/* Async-signal-safe, for the CLI's SIGINT / SIGTERM / SIGHUP handler: the check running now
+ * (and any started after this) is ended as if the CLI had died: its reaper gets SIGTERM,
+ * kills the check and what it left, and kcap_child_collect returns soon after. */
+void kcap_child_interrupt(void);
+
 #endif

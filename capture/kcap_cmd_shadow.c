@@ -15,6 +15,7 @@
  * know); the process loads a private copy, so a library rebuilt in place is really new code.
  */
 #include "kcap_arm_client.h"
+#include "kcap_child.h" /* kcap_child_interrupt: the check ended by Ctrl-C too */
 #include "kcap_cli.h"
 #include "kcap_config.h"
 #include "kcap_shadow_gate.h"
@@ -23,6 +24,7 @@
 #include <dirent.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +32,54 @@
 
 /* The longest command a request may carry (kcap_arm.c reads one line of up to 399). */
 #define KCAP_SHADOW_REQUEST_MAX 399
+
+/* The checks take seconds (a replay of every snapshot) and hold a private copy of the
+ * candidate on disk: Ctrl-C, a supervisor's SIGTERM or a closed terminal's SIGHUP during them
+ * must leave neither that copy nor a check running. The handler only records the signal and
+ * ends the check (kcap_child_interrupt); the normal path then removes the copy, and the signal
+ * is raised again once it is gone, so the exit status still says what ended kcap shadow. A
+ * signal the caller ignored (nohup) stays ignored; SIGKILL cannot be caught: then the copy
+ * stays in TMPDIR (the check itself still dies with kcap shadow, kcap_child.c). */
+static const int k_stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+#define KCAP_NSTOP ((int)(sizeof k_stop_signals / sizeof k_stop_signals[0]))
+static volatile sig_atomic_t g_stop_signal;
+static struct sigaction g_stop_old[KCAP_NSTOP];
+static int g_stop_set[KCAP_NSTOP];
+
+static void on_stop_signal(int sig)
+{
+    g_stop_signal = sig;
+    kcap_child_interrupt();
+}
+
+static void stop_signals_catch(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal; /* no SA_RESTART: a blocking call returns to be noticed */
+    sigemptyset(&sa.sa_mask);
+    for (int k = 0; k < KCAP_NSTOP; k++) {
+        struct sigaction cur;
+        g_stop_set[k] = sigaction(k_stop_signals[k], NULL, &cur) == 0 && cur.sa_handler != SIG_IGN &&
+                        sigaction(k_stop_signals[k], &sa, &g_stop_old[k]) == 0;
+    }
+}
+
+/* The handlers go; a signal that came meanwhile ends kcap shadow now, as it would have. */
+static void stop_signals_release(const char *cand)
+{
+    for (int k = 0; k < KCAP_NSTOP; k++)
+        if (g_stop_set[k])
+            sigaction(k_stop_signals[k], &g_stop_old[k], NULL);
+    const int sig = g_stop_signal;
+    if (!sig)
+        return;
+    fprintf(stderr, "kcap shadow: %s during the check of %s: nothing armed, the check ended and its copy "
+                    "removed\n", strsignal(sig), cand);
+    signal(sig, SIG_DFL);
+    raise(sig);
+    _exit(128 + sig); /* (a caller that blocked it) */
+}
 
 static int usage(FILE *f)
 {
@@ -198,7 +248,9 @@ int kcap_cmd_shadow(int argc, char **argv)
         /* every check runs on one private copy, whose hash the request carries: the process
            loads those bytes or nothing (a rebuild in place meanwhile is refused there) */
         char cdir[PATH_MAX], ccopy[PATH_MAX + 32], chash[40], cwhy[PATH_MAX + 200];
+        stop_signals_catch();
         if (kcap_check_copy(abs, cdir, sizeof cdir, ccopy, sizeof ccopy, chash, sizeof chash, cwhy, sizeof cwhy)) {
+            stop_signals_release(abs);
             fprintf(stderr, "kcap shadow: %s\n", cwhy);
             return 1;
         }
@@ -208,8 +260,9 @@ int kcap_cmd_shadow(int argc, char **argv)
         memcpy(terms, hterm, strlen(hterm));
         if (!has_snapshots(d)) { /* nothing to replay: it is at least loaded, away from the service */
             kcap_loadcheck lc;
-            int pass = kcap_loadcheck_run(ccopy, cdir, (int)gate_s, &lc);
+            int pass = g_stop_signal ? 0 : kcap_loadcheck_run(ccopy, cdir, (int)gate_s, &lc);
             kcap_check_copy_remove(cdir, ccopy);
+            stop_signals_release(abs);
             if (!pass && !force) {
                 kcap_loadcheck_say(stderr, abs, &lc, "; not armed (--force arms it anyway)\n");
                 return 1;
@@ -221,8 +274,9 @@ int kcap_cmd_shadow(int argc, char **argv)
                        "%s kernel library in a process of its own\n", d, lc.backend);
         } else {
             kcap_gate_result g;
-            int pass = kcap_gate_run(d, ccopy, tols, verbosity == KCAP_VERBOSE, (int)gate_s, cdir, &g);
+            int pass = g_stop_signal ? 0 : kcap_gate_run(d, ccopy, tols, verbosity == KCAP_VERBOSE, (int)gate_s, cdir, &g);
             kcap_check_copy_remove(cdir, ccopy);
+            stop_signals_release(abs);
             if (!pass && !force) {
                 kcap_gate_say(stderr, abs, d, &g, "; not armed (--force arms it anyway)\n");
                 fprintf(stderr, "kcap shadow: run `kcap replay '%s' --kernel '%s'%s` to see where\n", d, abs,

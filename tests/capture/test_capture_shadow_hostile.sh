@@ -127,6 +127,23 @@ for _ in $(seq 50); do pgrep -f "kcap replay $T/g " >/dev/null || break; sleep 0
     ok "kcap shadow killed during its gate: the hanging replay ended with it, the service alive" ||
     { pkill -KILL -f "kcap replay $T/g "; fail "a gate's replay outlived kcap shadow"; }
 rm -rf "$T/tmpk"/* # the check copy a killed kcap shadow could not remove
+# kcap shadow stopped by SIGTERM during its gate (a supervisor; Ctrl-C's SIGINT and a closed
+# terminal's SIGHUP take the same path, but a script's background job ignores SIGINT): the
+# replay ends, the check's private copy goes, the exit status says SIGTERM, nothing is armed
+TMPDIR="$T/tmpk" "$KCAP" shadow $pid "${STUB}_closehang.so" --gate-timeout 50 >"$T/st.out" 2>&1 &
+kp=$!
+for _ in $(seq 100); do pgrep -f "kcap replay $T/g " >/dev/null && break; sleep 0.1; done
+pgrep -f "kcap replay $T/g " >/dev/null || fail "the gate's replay never started (SIGTERM run)"
+[ -n "$(ls -A "$T/tmpk")" ] || fail "no check copy in TMPDIR while the gate runs (SIGTERM run)"
+kill -TERM $kp
+wait $kp
+rc=$?
+for _ in $(seq 50); do pgrep -f "kcap replay $T/g " >/dev/null || break; sleep 0.1; done
+[ $rc = 143 ] && ! pgrep -f "kcap replay $T/g " >/dev/null && [ -z "$(ls -A "$T/tmpk")" ] &&
+    grep -q "during the check of .*nothing armed" "$T/st.out" && kill -0 $pid 2>/dev/null &&
+    ok "kcap shadow stopped by SIGTERM during its gate: replay ended, check copy removed, exit 143, service alive" ||
+    { cat "$T/st.out"; ls -la "$T/tmpk"; pkill -KILL -f "kcap replay $T/g "; fail "SIGTERM during the gate (exit $rc)"; }
+rm -rf "$T/tmpk"/*
 t0=$(date +%s)
 STUB_HANG_PIDFILE="$T/daemon.pid" timeout 60 "$KCAP" shadow $pid "${STUB}_daemon.so" --gate-timeout 50 >"$T/dm.out" 2>&1
 rc=$?

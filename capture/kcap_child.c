@@ -96,13 +96,34 @@ static void kill_adopted(void)
  * caller's terminal must not stop it: it would look like a hang), and dumps no core. Being a
  * process of its own, the reaper adopts nothing of the CLI's: children the CLI had before (it
  * may have been exec'd by a process with children, a service among them) are never touched. */
-static void reaper_main(pid_t parent, int rd, int wr, void (*body)(void *), void *arg)
+/* The signals kcap_child_interrupt's caller catches: blocked across the fork (so one that
+ * arrives meanwhile is delivered in the parent, which knows the reaper by then), and set back
+ * to their default in the reaper before they are unblocked (ignored ones stay ignored): the
+ * CLI's handler must not run in the reaper or in the check. */
+static void stop_signals(sigset_t *set)
 {
-    sigset_t waitset, old;
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGHUP);
+}
+
+/* mask: the caller's signal mask before the spawn, which the check gets back. */
+static void reaper_main(pid_t parent, int rd, int wr, void (*body)(void *), void *arg, const sigset_t *mask)
+{
+    static const int stops[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t k = 0; k < sizeof stops / sizeof stops[0]; k++) {
+        struct sigaction cur;
+        if (sigaction(stops[k], NULL, &cur) == 0 && cur.sa_handler != SIG_IGN)
+            signal(stops[k], SIG_DFL); /* still blocked: one pending stays pending */
+    }
+    sigset_t waitset, old = *mask, reaper_mask = *mask;
     sigemptyset(&waitset);
     sigaddset(&waitset, SIGTERM);
     sigaddset(&waitset, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &waitset, &old);
+    sigaddset(&reaper_mask, SIGTERM);
+    sigaddset(&reaper_mask, SIGCHLD);
+    sigprocmask(SIG_SETMASK, &reaper_mask, NULL);
     setpgid(0, 0);
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
@@ -179,15 +200,19 @@ pid_t kcap_child_spawn(int rd, int wr, void (*body)(void *), void *arg)
 {
     signal(SIGCHLD, SIG_DFL); /* a caller that ignored it would get no status of the reaper */
     fflush(NULL);
+    sigset_t stops, before;
+    stop_signals(&stops);
+    sigprocmask(SIG_BLOCK, &stops, &before);
     pid_t parent = getpid(), p = fork();
     if (p == 0)
-        reaper_main(parent, rd, wr, body, arg);
+        reaper_main(parent, rd, wr, body, arg, &before);
     if (p > 0) {
         setpgid(p, p); /* as the reaper does, whichever runs first */
         g_reaper = p;
         if (g_interrupted) /* the interrupt came before the reaper was known */
             kill(p, SIGTERM);
     }
+    sigprocmask(SIG_SETMASK, &before, NULL); /* one that came across the fork is delivered now */
     return p;
 }
 

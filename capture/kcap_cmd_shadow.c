@@ -22,6 +22,7 @@
 #include "kcap_shadow_loadcheck.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -48,8 +49,10 @@ static int g_stop_set[KCAP_NSTOP];
 
 static void on_stop_signal(int sig)
 {
+    const int e = errno;
     g_stop_signal = sig;
     kcap_child_interrupt();
+    errno = e;
 }
 
 static void stop_signals_catch(void)

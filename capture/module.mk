@@ -72,7 +72,7 @@ CAPTURE_TEST_BINS := $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(C
                      $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout $(CAPT)/badargs_client \
                      $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch \
                      $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev $(CAPT)/test_capture_shadow_worker $(CAPT)/test_capture_cmp_plan \
-                     $(CAPT)/test_capture_summary $(CAPT)/test_capture_gate
+                     $(CAPT)/test_capture_summary $(CAPT)/test_capture_gate $(CAPT)/test_capture_child
 $(CAPT)/test_capture_config: tests/capture/test_capture_config.c $(OBJ)/capture/kcap_config_cli.o $(TESTKIT_H)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(filter-out %.h,$^) -o $@ $(LDFLAGS)
@@ -88,6 +88,13 @@ $(CAPT)/test_capture_gate: tests/capture/test_capture_gate.c capture/kcap_shadow
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Icapture -Itests tests/capture/test_capture_gate.c capture/kcap_shadow_gate.c capture/kcap_child.c \
 	  $(OBJ)/capture/kcap_config_cli.o $(OBJ)/capture/kcap_names_cli.o $(COMMON_OBJS) -o $@ $(LDFLAGS)
+
+# the checks' interrupt (kcap shadow's signal handler) on its own
+$(CAPT)/test_capture_child: tests/capture/test_capture_child.c capture/kcap_child.c capture/kcap_child.h \
+                            $(OBJ)/capture/kcap_names_cli.o $(TESTKIT_H)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Icapture -Itests tests/capture/test_capture_child.c capture/kcap_child.c \
+	  $(OBJ)/capture/kcap_names_cli.o $(COMMON_OBJS) -o $@ $(LDFLAGS)
 
 # shadow mode's summary file on its own, written from several threads at once
 $(CAPT)/test_capture_summary: tests/capture/test_capture_summary.c capture/kcap_shadow_summary.c capture/kcap_shadow_summary.h \
@@ -188,7 +195,7 @@ ifeq ($(KCAP_FORMATS_READY),1)
 ALL_TARGETS += $(KCAP_LIB) $(CAPTURE_TEST_BINS)
 TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout \
          $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev $(CAPT)/test_capture_shadow_worker \
-         $(CAPT)/test_capture_cmp_plan $(CAPT)/test_capture_summary $(CAPT)/test_capture_gate tests/capture/test_capture_c.sh tests/capture/test_capture_py.sh tests/capture/test_capture_select.sh \
+         $(CAPT)/test_capture_cmp_plan $(CAPT)/test_capture_summary $(CAPT)/test_capture_gate $(CAPT)/test_capture_child tests/capture/test_capture_c.sh tests/capture/test_capture_py.sh tests/capture/test_capture_select.sh \
          tests/capture/test_capture_arm.sh tests/capture/test_capture_faults.sh \
          tests/capture/test_capture_concurrency.sh tests/capture/test_capture_faults_host.sh \
          tests/capture/test_capture_faults_files.sh tests/capture/test_capture_faults_load.sh \
@@ -199,7 +206,7 @@ TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_ca
          tests/capture/test_capture_shadow_hostile.sh tests/capture/test_capture_privcopy.sh
 ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout \
          $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev $(CAPT)/test_capture_shadow_worker \
-              $(CAPT)/test_capture_cmp_plan $(CAPT)/test_capture_summary $(CAPT)/test_capture_gate tests/capture/test_capture_c.sh tests/capture/test_capture_faults_host.sh
+              $(CAPT)/test_capture_cmp_plan $(CAPT)/test_capture_summary $(CAPT)/test_capture_gate $(CAPT)/test_capture_child tests/capture/test_capture_c.sh tests/capture/test_capture_faults_host.sh
 GPU_TESTS += tests/capture/test_capture_gpu.sh tests/capture/test_capture_gpu_graphexec.sh tests/capture/test_capture_gpu_long.sh tests/capture/test_capture_gpu_extend.sh \
              tests/capture/test_capture_gpu_faults.sh tests/capture/test_capture_gpu_shadow.sh \
              tests/capture/test_capture_gpu_cmp.sh

@@ -40,7 +40,8 @@
  * ends the check (kcap_child_interrupt); the normal path then removes the copy, and the signal
  * is raised again once it is gone, so the exit status still says what ended kcap shadow. A
  * signal the caller ignored (nohup) stays ignored; SIGKILL cannot be caught: then the copy
- * stays in TMPDIR (the check itself still dies with kcap shadow, kcap_child.c). */
+ * stays in TMPDIR until a later kcap shadow sweeps it (kcap_check_copy), and the check itself
+ * still dies with kcap shadow (kcap_child.c). */
 static const int k_stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
 #define KCAP_NSTOP ((int)(sizeof k_stop_signals / sizeof k_stop_signals[0]))
 static volatile sig_atomic_t g_stop_signal;
@@ -251,8 +252,10 @@ int kcap_cmd_shadow(int argc, char **argv)
         /* every check runs on one private copy, whose hash the request carries: the process
            loads those bytes or nothing (a rebuild in place meanwhile is refused there) */
         char cdir[PATH_MAX], ccopy[PATH_MAX + 32], chash[40], cwhy[PATH_MAX + 200];
+        int clock_fd = -1;
         stop_signals_catch();
-        if (kcap_check_copy(abs, cdir, sizeof cdir, ccopy, sizeof ccopy, chash, sizeof chash, cwhy, sizeof cwhy)) {
+        if (kcap_check_copy(abs, cdir, sizeof cdir, ccopy, sizeof ccopy, chash, sizeof chash, &clock_fd, cwhy,
+                            sizeof cwhy)) {
             stop_signals_release(abs);
             fprintf(stderr, "kcap shadow: %s\n", cwhy);
             return 1;
@@ -264,7 +267,7 @@ int kcap_cmd_shadow(int argc, char **argv)
         if (!has_snapshots(d)) { /* nothing to replay: it is at least loaded, away from the service */
             kcap_loadcheck lc;
             int pass = g_stop_signal ? 0 : kcap_loadcheck_run(ccopy, cdir, (int)gate_s, &lc);
-            kcap_check_copy_remove(cdir, ccopy);
+            kcap_check_copy_remove(cdir, ccopy, &clock_fd);
             stop_signals_release(abs);
             if (!pass && !force) {
                 kcap_loadcheck_say(stderr, abs, &lc, "; not armed (--force arms it anyway)\n");
@@ -278,7 +281,7 @@ int kcap_cmd_shadow(int argc, char **argv)
         } else {
             kcap_gate_result g;
             int pass = g_stop_signal ? 0 : kcap_gate_run(d, ccopy, tols, verbosity == KCAP_VERBOSE, (int)gate_s, cdir, &g);
-            kcap_check_copy_remove(cdir, ccopy);
+            kcap_check_copy_remove(cdir, ccopy, &clock_fd);
             stop_signals_release(abs);
             if (!pass && !force) {
                 kcap_gate_say(stderr, abs, d, &g, "; not armed (--force arms it anyway)\n");

@@ -6,6 +6,7 @@
  * from a crash (a signal) and from a hang.
  */
 #include "kcap_shadow_loadcheck.h"
+#include "kcap_privcopy.h" /* common/: the check directory, and killed checks' swept */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -97,8 +98,9 @@ void kcap_loadcheck_say(FILE *f, const char *cand, const kcap_loadcheck *c, cons
 }
 
 int kcap_check_copy(const char *cand, char *dir, size_t dn, char *copy, size_t cn, char *hash, size_t hn,
-                    char *why, size_t wn)
+                    int *lock, char *why, size_t wn)
 {
+    *lock = -1;
     const char *tmp = getenv("TMPDIR");
     if (!tmp || tmp[0] != '/')
         tmp = "/tmp";
@@ -130,8 +132,7 @@ int kcap_check_copy(const char *cand, char *dir, size_t dn, char *copy, size_t c
         len += (size_t)r;
     }
     close(in);
-    snprintf(dir, dn, "%s/kcap-shadow-check.XXXXXX", tmp);
-    if (!b || !mkdtemp(dir))
+    if (!b || kcap_privcopy_mkdir(tmp, KCAP_PRIVCOPY_CHECK_PREFIX, dir, dn, lock))
         dir[0] = '\0'; /* nothing made: nothing to remove */
     if (dir[0])
         snprintf(copy, cn, "%s/candidate.so", dir);
@@ -145,7 +146,7 @@ int kcap_check_copy(const char *cand, char *dir, size_t dn, char *copy, size_t c
     if (!ok) {
         snprintf(why, wn, "%s: no private copy to check can be made under %s (set TMPDIR to a writable "
                  "directory)", cand, tmp);
-        kcap_check_copy_remove(dir, copy);
+        kcap_check_copy_remove(dir, copy, lock);
         return -1;
     }
     return 0;
@@ -158,7 +159,7 @@ static int remove_one(const char *path, const struct stat *st, int flag, struct 
     return 0;
 }
 
-void kcap_check_copy_remove(const char *dir, const char *copy)
+void kcap_check_copy_remove(const char *dir, const char *copy, int *lock)
 {
     if (copy[0])
         unlink(copy);
@@ -166,4 +167,5 @@ void kcap_check_copy_remove(const char *dir, const char *copy)
        candidate that crashed or hung in its constructors) */
     if (dir[0])
         nftw(dir, remove_one, 8, FTW_DEPTH | FTW_PHYS);
+    kcap_privcopy_unlock(lock);
 }

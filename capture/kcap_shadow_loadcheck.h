@@ -26,11 +26,13 @@ int kcap_loadcheck_run(const char *cand, const char *tmpdir, int timeout_s, kcap
 /* The bytes every check looks at: a private copy of cand (TMPDIR, else /tmp) in dir[],
  * copy[], and their hash ("xxh64:..."), which the request carries so that the process loads
  * those bytes or nothing (a file replaced after the checks is refused there). 0, or -1 with
- * the reason in why. kcap_check_copy_remove removes both, and all under dir (the checking
- * processes run with it as TMPDIR). */
+ * the reason in why. dir is kcap-shadow-check.PID.XXXXXX, held under *lock while it exists
+ * (common/kcap_privcopy.c: one a killed kcap shadow left is swept by a later one, with what
+ * its checks left in it). kcap_check_copy_remove removes both, all under dir (the checking
+ * processes run with it as TMPDIR), and releases *lock. */
 int kcap_check_copy(const char *cand, char *dir, size_t dn, char *copy, size_t cn, char *hash, size_t hn,
-                    char *why, size_t wn);
-void kcap_check_copy_remove(const char *dir, const char *copy);
+                    int *lock, char *why, size_t wn);
+void kcap_check_copy_remove(const char *dir, const char *copy, int *lock);
 
 /* One line to f, ending in `tail`, saying why the check refused cand. */
 void kcap_loadcheck_say(FILE *f, const char *cand, const kcap_loadcheck *c, const char *tail);

@@ -56,9 +56,22 @@ static pid_t name_pid(const char *name, const char *prefix, size_t pl)
  * instant after mkdtemp. A load takes seconds; a leftover waits this long for the next. */
 #define KCAP_PRIVCOPY_MIN_AGE_S 600
 
+/* NAME is a directory named by a loader (KCAP_PRIVCOPY_LOADERS) whose process is gone. */
+static int dead_loader_dir(const char *name)
+{
+    static const char *const loaders[] = KCAP_PRIVCOPY_LOADERS;
+    for (size_t k = 0; k < sizeof loaders / sizeof loaders[0]; k++) {
+        pid_t pid = name_pid(name, loaders[k], strlen(loaders[k]));
+        if (pid > 0)
+            return kill(pid, 0) != 0 && errno == ESRCH;
+    }
+    return 0;
+}
+
 /* Empty and remove TMP's entry NAME (tfd: TMP) when it is our directory, old enough and
- * nobody holds it. */
-static void sweep_one(int tfd, const char *name, uid_t me)
+ * nobody holds it; in a check directory (nested = 1) first the dead loaders' directories in
+ * it, the same way (one level: they are swept with nested = 0). */
+static void sweep_one(int tfd, const char *name, uid_t me, int nested)
 {
     /* O_NOFOLLOW: a symlink under our name fails here (ELOOP), a file fails O_DIRECTORY */
     int fd = openat(tfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -82,10 +95,14 @@ static void sweep_one(int tfd, const char *name, uid_t me)
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
         /* a subdirectory (no loader makes one) is left, and so then is the directory: one
-           level only, never a recursive removal in a shared TMPDIR */
-        if (fstatat(fd, e->d_name, &fs, AT_SYMLINK_NOFOLLOW) == 0 && fs.st_uid == me &&
-            (S_ISREG(fs.st_mode) || S_ISLNK(fs.st_mode)))
+           level only, never a recursive removal in a shared TMPDIR — except a dead loader's
+           directory in a check directory, itself swept one level */
+        if (fstatat(fd, e->d_name, &fs, AT_SYMLINK_NOFOLLOW) || fs.st_uid != me)
+            continue;
+        if (S_ISREG(fs.st_mode) || S_ISLNK(fs.st_mode))
             unlinkat(fd, e->d_name, 0); /* a symlink itself, never its target */
+        else if (nested && S_ISDIR(fs.st_mode) && dead_loader_dir(e->d_name))
+            sweep_one(fd, e->d_name, me, 0);
     }
     /* the name must still be the directory we emptied (not one made since under it) */
     struct stat now;
@@ -105,13 +122,14 @@ static void sweep(const char *tmp, const char *prefix)
     }
     size_t pl = strlen(prefix);
     uid_t me = geteuid();
+    const int nested = !strcmp(prefix, KCAP_PRIVCOPY_CHECK_PREFIX);
     for (struct dirent *e; (e = readdir(t));) {
         if (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN) /* a symlink or file named like ours */
             continue;
         pid_t pid = name_pid(e->d_name, prefix, pl);
         /* live, or not ours to ask about (EPERM: another user's process): skipped */
         if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH)
-            sweep_one(dirfd(t), e->d_name, me);
+            sweep_one(dirfd(t), e->d_name, me, nested);
     }
     closedir(t);
     errno = saved;

@@ -25,9 +25,17 @@
  * machine's live load in a shared TMPDIR has a pid that means nothing here) and whose lock no
  * live process holds: the regular files and symlinks in them (never followed), then the
  * directory. Symlinks and files named like one, other users' directories and subdirectories
- * are left alone. One readdir of TMP; it never fails the call (every error means "leave
- * it"). */
+ * are left alone (but see KCAP_PRIVCOPY_CHECK_PREFIX). One readdir of TMP; it never fails
+ * the call (every error means "leave it"). */
 int kcap_privcopy_mkdir(const char *tmp, const char *prefix, char *dir, size_t n, int *lock);
+
+/* The directory `kcap shadow` checks a candidate in (capture/kcap_shadow_loadcheck.c): its
+ * checks run with it as TMPDIR, so a check killed inside dlopen leaves its loader's own
+ * directory (KCAP_PRIVCOPY_LOADERS) one level down. Its sweep (this PREFIX given to
+ * kcap_privcopy_mkdir) also sweeps those, by the same rules, before the directory itself;
+ * nothing deeper, and no other subdirectory. */
+#define KCAP_PRIVCOPY_CHECK_PREFIX "kcap-shadow-check."
+#define KCAP_PRIVCOPY_LOADERS {"kcap-replay-", "kcap-shadow."}
 
 /* Close *lock (when >= 0) and set it to -1. */
 void kcap_privcopy_unlock(int *lock);

@@ -126,7 +126,18 @@ for _ in $(seq 50); do pgrep -f "kcap replay $T/g " >/dev/null || break; sleep 0
 ! pgrep -f "kcap replay $T/g " >/dev/null && kill -0 $pid 2>/dev/null &&
     ok "kcap shadow killed during its gate: the hanging replay ended with it, the service alive" ||
     { pkill -KILL -f "kcap replay $T/g "; fail "a gate's replay outlived kcap shadow"; }
-rm -rf "$T/tmpk"/* # the check copy a killed kcap shadow could not remove
+# what the killed kcap shadow could not remove: its check directory, named by its pid, swept
+# by the next kcap shadow once 10 minutes old, with the dead loaders' directories in it (a
+# check killed inside dlopen leaves one); a live pid's directory inside another is kept
+left=$(cd "$T/tmpk" && ls -d kcap-shadow-check.$kp.* 2>/dev/null)
+[ -n "$left" ] && [ -f "$T/tmpk/$left/candidate.so" ] ||
+    { ls -laR "$T/tmpk"; fail "the killed kcap shadow's check directory, named by its pid $kp"; }
+dead=$(sh -c 'echo $$')
+mkdir -p "$T/tmpk/$left/kcap-replay-$dead.Abc123" "$T/tmpk/kcap-shadow-check.$dead.Keep01/kcap-replay-$$.Live01"
+echo c >"$T/tmpk/$left/kcap-replay-$dead.Abc123/candidate.so"
+echo l >"$T/tmpk/kcap-shadow-check.$dead.Keep01/kcap-replay-$$.Live01/candidate.so"
+touch -d '20 minutes ago' "$T/tmpk/$left" "$T/tmpk/$left/kcap-replay-$dead.Abc123" \
+    "$T/tmpk/kcap-shadow-check.$dead.Keep01" "$T/tmpk/kcap-shadow-check.$dead.Keep01/kcap-replay-$$.Live01"
 # kcap shadow stopped by SIGTERM during its gate (a supervisor; Ctrl-C's SIGINT and a closed
 # terminal's SIGHUP take the same path, but a script's background job ignores SIGINT): the
 # replay ends, the check's private copy goes, the exit status says SIGTERM, nothing is armed
@@ -139,10 +150,13 @@ kill -TERM $kp
 wait $kp
 rc=$?
 for _ in $(seq 50); do pgrep -f "kcap replay $T/g " >/dev/null || break; sleep 0.1; done
-[ $rc = 143 ] && ! pgrep -f "kcap replay $T/g " >/dev/null && [ -z "$(ls -A "$T/tmpk")" ] &&
+[ $rc = 143 ] && ! pgrep -f "kcap replay $T/g " >/dev/null && [ "$(ls -A "$T/tmpk")" = kcap-shadow-check.$dead.Keep01 ] &&
     grep -q "during the check of .*nothing armed" "$T/st.out" && kill -0 $pid 2>/dev/null &&
     ok "kcap shadow stopped by SIGTERM during its gate: replay ended, check copy removed, exit 143, service alive" ||
-    { cat "$T/st.out"; ls -la "$T/tmpk"; pkill -KILL -f "kcap replay $T/g "; fail "SIGTERM during the gate (exit $rc)"; }
+    { cat "$T/st.out"; ls -laR "$T/tmpk"; pkill -KILL -f "kcap replay $T/g "; fail "SIGTERM during the gate (exit $rc)"; }
+[ -f "$T/tmpk/kcap-shadow-check.$dead.Keep01/kcap-replay-$$.Live01/candidate.so" ] &&
+    ok "the killed kcap shadow's check directory (and a dead loader's in it) swept by the next; a live loader's kept" ||
+    fail "the sweep of check directories"
 rm -rf "$T/tmpk"/*
 t0=$(date +%s)
 STUB_HANG_PIDFILE="$T/daemon.pid" timeout 60 "$KCAP" shadow $pid "${STUB}_daemon.so" --gate-timeout 50 >"$T/dm.out" 2>&1

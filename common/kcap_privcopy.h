@@ -6,7 +6,8 @@
  * aborts) cannot, and each leftover is a whole kernel library. So the directory is named by
  * the creating process's pid and held under a shared flock while it exists, and the next
  * loader of the same kind removes those whose process is gone. Used by the shadow-mode loader
- * inside the service (capture/kcap_shadow_load.c) and by replay's (replay/kcap_kernlib.c).
+ * inside the service (capture/kcap_shadow_load.c), by replay's (replay/kcap_kernlib.c) and for
+ * the directory `kcap shadow` checks a candidate in (capture/kcap_shadow_loadcheck.c).
  */
 #ifndef KCAP_PRIVCOPY_H
 #define KCAP_PRIVCOPY_H

@@ -158,6 +158,23 @@ for _ in $(seq 50); do pgrep -f "kcap replay $T/g " >/dev/null || break; sleep 0
     ok "the killed kcap shadow's check directory (and a dead loader's in it) swept by the next; a live loader's kept" ||
     fail "the sweep of check directories"
 rm -rf "$T/tmpk"/*
+# Ctrl-C: SIGINT, with its default disposition given back (a script's background job has it
+# ignored, and kcap shadow leaves an ignored signal ignored): the same, exit 130
+if env --default-signal=SIGINT true 2>/dev/null; then
+    TMPDIR="$T/tmpk" env --default-signal=SIGINT "$KCAP" shadow $pid "${STUB}_closehang.so" --gate-timeout 50 \
+        >"$T/si.out" 2>&1 &
+    kp=$!
+    for _ in $(seq 100); do pgrep -f "kcap replay $T/g " >/dev/null && break; sleep 0.1; done
+    pgrep -f "kcap replay $T/g " >/dev/null || fail "the gate's replay never started (SIGINT run)"
+    kill -INT $kp
+    wait $kp
+    rc=$?
+    for _ in $(seq 50); do pgrep -f "kcap replay $T/g " >/dev/null || break; sleep 0.1; done
+    [ $rc = 130 ] && ! pgrep -f "kcap replay $T/g " >/dev/null && [ -z "$(ls -A "$T/tmpk")" ] &&
+        grep -q "Interrupt during the check of .*nothing armed" "$T/si.out" && kill -0 $pid 2>/dev/null &&
+        ok "kcap shadow interrupted (SIGINT) during its gate: replay ended, check copy removed, exit 130" ||
+        { cat "$T/si.out"; ls -laR "$T/tmpk"; pkill -KILL -f "kcap replay $T/g "; fail "SIGINT during the gate (exit $rc)"; }
+fi
 t0=$(date +%s)
 STUB_HANG_PIDFILE="$T/daemon.pid" timeout 60 "$KCAP" shadow $pid "${STUB}_daemon.so" --gate-timeout 50 >"$T/dm.out" 2>&1
 rc=$?

@@ -89,9 +89,9 @@ static void kill_adopted(void)
  * is a child subreaper (a dead descendant's orphans come to it, those that left the group
  * with setsid() too) and forks the one child that runs body; when that child has ended it
  * kills and reaps whatever the child left, then ends the way the child did (exit status, or
- * the same signal). SIGTERM (the time limit, or kcap shadow's own end: PR_SET_PDEATHSIG) is
- * kept blocked and waited for beside SIGCHLD, so one arriving at any moment, fork included,
- * is seen: the child is killed first. The child dies with the reaper (its own
+ * the same signal). SIGTERM (the time limit, kcap shadow's own end: PR_SET_PDEATHSIG, or its
+ * interrupt), SIGINT and SIGHUP are kept blocked and waited for beside SIGCHLD, so one
+ * arriving at any moment, fork included, is seen: the child is killed first. The child dies with the reaper (its own
  * PR_SET_PDEATHSIG), ignores terminal stops and reads /dev/null (a background group on the
  * caller's terminal must not stop it: it would look like a hang), and dumps no core. Being a
  * process of its own, the reaper adopts nothing of the CLI's: children the CLI had before (it
@@ -111,18 +111,20 @@ static void stop_signals(sigset_t *set)
 /* mask: the caller's signal mask before the spawn, which the check gets back. */
 static void reaper_main(pid_t parent, int rd, int wr, void (*body)(void *), void *arg, const sigset_t *mask)
 {
+    /* the CLI's handler goes before anything unblocks (the check inherits these dispositions:
+       default, or ignored where the caller ignored it) */
     static const int stops[] = {SIGINT, SIGTERM, SIGHUP};
     for (size_t k = 0; k < sizeof stops / sizeof stops[0]; k++) {
         struct sigaction cur;
         if (sigaction(stops[k], NULL, &cur) == 0 && cur.sa_handler != SIG_IGN)
             signal(stops[k], SIG_DFL); /* still blocked: one pending stays pending */
     }
+    /* the reaper itself takes all three like SIGTERM, waited for: one that would kill it (an
+       orphaned process group gets SIGHUP) must not skip kill_adopted */
     sigset_t waitset, old = *mask, reaper_mask = *mask;
-    sigemptyset(&waitset);
-    sigaddset(&waitset, SIGTERM);
+    stop_signals(&waitset);
     sigaddset(&waitset, SIGCHLD);
-    sigaddset(&reaper_mask, SIGTERM);
-    sigaddset(&reaper_mask, SIGCHLD);
+    sigorset(&reaper_mask, &reaper_mask, &waitset);
     sigprocmask(SIG_SETMASK, &reaper_mask, NULL);
     setpgid(0, 0);
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
@@ -165,8 +167,9 @@ static void reaper_main(pid_t parent, int rd, int wr, void (*body)(void *), void
         if (term)
             kill(c, SIGKILL); /* reaped at its SIGCHLD */
         siginfo_t si;
-        if (sigwaitinfo(&waitset, &si) == SIGTERM)
-            term = 1;
+        const int got = sigwaitinfo(&waitset, &si);
+        if (got > 0 && got != SIGCHLD)
+            term = 1; /* SIGTERM, SIGINT or SIGHUP */
     }
     kill_adopted();
     if (have && WIFSIGNALED(cst)) { /* the parent sees the child's signal, without a core of ours */

@@ -115,6 +115,7 @@ int kcap_check_copy(const char *cand, char *dir, size_t dn, char *copy, size_t c
     }
     size_t cap = st.st_size > 0 ? (size_t)st.st_size : 1, len = 0;
     char *b = malloc(cap);
+    int rd_err = 0;
     for (ssize_t r; b;) { /* one read of the bytes: what is hashed is what is checked */
         if (len == cap) {
             char *nb = realloc(b, cap * 2);
@@ -127,11 +128,18 @@ int kcap_check_copy(const char *cand, char *dir, size_t dn, char *copy, size_t c
         r = read(in, b + len, cap - len);
         if (r < 0 && errno == EINTR)
             continue;
-        if (r <= 0)
+        if (r <= 0) {
+            rd_err = r < 0 ? errno : 0;
             break;
+        }
         len += (size_t)r;
     }
     close(in);
+    if (rd_err) { /* a part of the file, checked and hashed, would be refused by its hash later */
+        snprintf(why, wn, "%s cannot be read: %s", cand, strerror(rd_err));
+        free(b);
+        return -1;
+    }
     if (!b || kcap_privcopy_mkdir(tmp, KCAP_PRIVCOPY_CHECK_PREFIX, dir, dn, lock))
         dir[0] = '\0'; /* nothing made: nothing to remove */
     if (dir[0])

@@ -8,8 +8,10 @@
 #include "kcap_child.h"
 #include "testkit.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -47,6 +49,27 @@ static void check_body(void *arg)
     if (write(wr, say, strlen(say)) < 0)
         _exit(3);
     sleep(3);
+    _exit(0);
+}
+
+/* A check that signals its reaper with SIGHUP (what the kernel sends an orphaned process group)
+ * after starting a helper that leaves the group: says the helper's pid, then ends. The reaper
+ * must live on to kill the helper it adopts. */
+static void hup_body(void *arg)
+{
+    const int wr = *(const int *)arg;
+    pid_t h = fork();
+    if (h == 0) {
+        setsid();
+        sleep(30);
+        _exit(0);
+    }
+    char buf[32];
+    int n = snprintf(buf, sizeof buf, "%d\n", (int)h);
+    if (write(wr, buf, (size_t)n) < 0)
+        _exit(3);
+    kill(getppid(), SIGHUP);
+    usleep(200000);
     _exit(0);
 }
 
@@ -91,6 +114,28 @@ int main(void)
     TK_CHECK(el >= 2.5 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "uninterrupted check: %.2f s, status %x", el, st);
     TK_CHECK(strstr(out, "clean") != NULL, "uninterrupted check: the CLI's handler or a blocked signal in the "
              "check (it said '%s')", out);
+    /* a SIGHUP to the reaper: it takes it like SIGTERM (kills the check), and still kills what
+     * the check left behind */
+    int pfd[2];
+    if (pipe(pfd) == 0) {
+        pid_t p = kcap_child_spawn(pfd[0], pfd[1], hup_body, &pfd[1]);
+        close(pfd[1]);
+        char *doc = NULL;
+        int late = 0;
+        kcap_child_collect(p, pfd[0], 20, 256, &doc, &st, &late);
+        const pid_t h = doc ? (pid_t)atoi(doc) : 0;
+        free(doc);
+        int gone = 0;
+        for (int k = 0; h > 0 && k < 200 && !gone; k++) {
+            gone = kill(h, 0) != 0 && errno == ESRCH;
+            if (!gone)
+                usleep(10000);
+        }
+        TK_CHECK(h > 0 && gone, "SIGHUP to the reaper: the helper %d the check left %s", (int)h,
+                 gone ? "killed" : "outlived it");
+        if (h > 0 && !gone)
+            kill(h, SIGKILL);
+    }
     /* interrupted before the spawn and right after it (the interrupt then stays: kcap shadow
      * ends every check after it) */
     for (int when = 0; when < 2; when++) {

@@ -145,7 +145,7 @@ TMPDIR="$T/tmpk" "$KCAP" shadow $pid "${STUB}_closehang.so" --gate-timeout 50 >"
 kp=$!
 for _ in $(seq 100); do pgrep -f "kcap replay $T/g " >/dev/null && break; sleep 0.1; done
 pgrep -f "kcap replay $T/g " >/dev/null || fail "the gate's replay never started (SIGTERM run)"
-[ -n "$(ls -A "$T/tmpk")" ] || fail "no check copy in TMPDIR while the gate runs (SIGTERM run)"
+ls -d "$T/tmpk"/kcap-shadow-check.$kp.* >/dev/null 2>&1 || fail "no check copy in TMPDIR while the gate runs (SIGTERM run)"
 kill -TERM $kp
 wait $kp
 rc=$?

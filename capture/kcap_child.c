@@ -85,39 +85,38 @@ static void kill_adopted(void)
     }
 }
 
+/* KCAP_CHILD_STOP_SIGNALS: blocked across the fork (one that arrives meanwhile is delivered
+ * in the parent, which knows the reaper by then) and set back to their default in the reaper
+ * before they are unblocked, so the CLI's handler runs neither in the reaper nor in the check. */
+static const int k_stops[] = KCAP_CHILD_STOP_SIGNALS;
+
+static void stop_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    for (size_t k = 0; k < sizeof k_stops / sizeof k_stops[0]; k++)
+        sigaddset(set, k_stops[k]);
+}
+
 /* The reaper: the process kcap_child_collect waits for. It leads a process group of its own,
  * is a child subreaper (a dead descendant's orphans come to it, those that left the group
  * with setsid() too) and forks the one child that runs body; when that child has ended it
  * kills and reaps whatever the child left, then ends the way the child did (exit status, or
  * the same signal). SIGTERM (the time limit, kcap shadow's own end: PR_SET_PDEATHSIG, or its
  * interrupt), SIGINT and SIGHUP are kept blocked and waited for beside SIGCHLD, so one
- * arriving at any moment, fork included, is seen: the child is killed first. The child dies with the reaper (its own
- * PR_SET_PDEATHSIG), ignores terminal stops and reads /dev/null (a background group on the
+ * arriving at any moment, fork included, is seen: the child is killed first. The child dies
+ * with the reaper (its own PR_SET_PDEATHSIG), ignores terminal stops and reads /dev/null (a background group on the
  * caller's terminal must not stop it: it would look like a hang), and dumps no core. Being a
  * process of its own, the reaper adopts nothing of the CLI's: children the CLI had before (it
  * may have been exec'd by a process with children, a service among them) are never touched. */
-/* The signals kcap_child_interrupt's caller catches: blocked across the fork (so one that
- * arrives meanwhile is delivered in the parent, which knows the reaper by then), and set back
- * to their default in the reaper before they are unblocked (ignored ones stay ignored): the
- * CLI's handler must not run in the reaper or in the check. */
-static void stop_signals(sigset_t *set)
-{
-    sigemptyset(set);
-    sigaddset(set, SIGINT);
-    sigaddset(set, SIGTERM);
-    sigaddset(set, SIGHUP);
-}
-
 /* mask: the caller's signal mask before the spawn, which the check gets back. */
 static void reaper_main(pid_t parent, int rd, int wr, void (*body)(void *), void *arg, const sigset_t *mask)
 {
     /* the CLI's handler goes before anything unblocks (the check inherits these dispositions:
        default, or ignored where the caller ignored it) */
-    static const int stops[] = {SIGINT, SIGTERM, SIGHUP};
-    for (size_t k = 0; k < sizeof stops / sizeof stops[0]; k++) {
+    for (size_t k = 0; k < sizeof k_stops / sizeof k_stops[0]; k++) {
         struct sigaction cur;
-        if (sigaction(stops[k], NULL, &cur) == 0 && cur.sa_handler != SIG_IGN)
-            signal(stops[k], SIG_DFL); /* still blocked: one pending stays pending */
+        if (sigaction(k_stops[k], NULL, &cur) == 0 && cur.sa_handler != SIG_IGN)
+            signal(k_stops[k], SIG_DFL); /* still blocked: one pending stays pending */
     }
     /* the reaper itself takes all three like SIGTERM, waited for: one that would kill it (an
        orphaned process group gets SIGHUP) must not skip kill_adopted */

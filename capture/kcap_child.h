@@ -5,6 +5,7 @@
 #ifndef KCAP_CHILD_H
 #define KCAP_CHILD_H
 
+#include <signal.h> /* KCAP_CHILD_STOP_SIGNALS */
 #include <stddef.h>
 #include <sys/types.h> /* pid_t */
 
@@ -25,7 +26,12 @@ pid_t kcap_child_spawn(int rd, int wr, void (*body)(void *), void *arg);
  * when it could not be had (SIGCHLD ignored); *timed_out 1 past the limit. */
 void kcap_child_collect(int p, int fd, int timeout_s, size_t max, char **out, int *status, int *timed_out);
 
-/* Async-signal-safe, for the CLI's SIGINT / SIGTERM / SIGHUP handler: the check running now
+/* The signals a CLI catches around its checks (kcap shadow): the spawn blocks them across its
+ * fork and the reaper resets them before the check runs, so the CLI's handler never runs below
+ * it. */
+#define KCAP_CHILD_STOP_SIGNALS {SIGINT, SIGTERM, SIGHUP}
+
+/* Async-signal-safe, for the CLI's handler of KCAP_CHILD_STOP_SIGNALS: the check running now
  * (and any started after this) is ended as if the CLI had died: its reaper gets SIGTERM,
  * kills the check and what it left, and kcap_child_collect returns soon after. */
 void kcap_child_interrupt(void);

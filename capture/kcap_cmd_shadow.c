@@ -42,7 +42,7 @@
  * signal the caller ignored (nohup) stays ignored; SIGKILL cannot be caught: then the copy
  * stays in TMPDIR until a later kcap shadow sweeps it (kcap_check_copy), and the check itself
  * still dies with kcap shadow (kcap_child.c). */
-static const int k_stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+static const int k_stop_signals[] = KCAP_CHILD_STOP_SIGNALS;
 #define KCAP_NSTOP ((int)(sizeof k_stop_signals / sizeof k_stop_signals[0]))
 static volatile sig_atomic_t g_stop_signal;
 static struct sigaction g_stop_old[KCAP_NSTOP];

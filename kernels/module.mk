@@ -83,7 +83,7 @@ $(TBIN)/test_verify_gpu: tests/kernels/test_verify_gpu.c tests/kernels/vattn_gpu
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Itests/kernels $< $(VATTN_TEST_CMP_OBJS) -o $@ $(LDFLAGS) $(CUDA_HOME)/lib64/libcudart_static.a -ldl -lrt -lm
 
-$(TBIN)/vattn_dev: tests/kernels/vattn_dev.cu tests/kernels/vattn_dev_serving.cuh kernels/verify_attn.h scripts/build_nvcc.sh | $(VATTN_CUDA_DEV_LIB)
+$(TBIN)/vattn_dev: tests/kernels/vattn_dev.cu tests/kernels/vattn_dev_serving.cuh tests/kernels/vattn_dev_gather.cuh kernels/verify_attn.h scripts/build_nvcc.sh | $(VATTN_CUDA_DEV_LIB)
 	bash scripts/build_nvcc.sh prog $@ $(OBJ)/tests/kernels tests/kernels/vattn_dev.cu
 
 ALL_TARGETS += $(VATTN_CUDA_LIB) $(TBIN)/test_verify_gpu $(TBIN)/vattn_dev

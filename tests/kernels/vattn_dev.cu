@@ -16,6 +16,8 @@
  *                                          (vattn_dev_serving.cuh)
  *   vattn_dev --serving-breakdown          the same, and per serving row the time by stage
  *                                          (dev build timing variants) and a split-count sweep
+ *   vattn_dev --gather                     the KV gather alone: full-occupancy loads and the
+ *                                          fast kernels' loader shape (vattn_dev_gather.cuh)
  *
  * Default timings use the production library build/lib/libverify_attn.so; the variant and
  * split-count knobs (VATTN_VARIANT, VATTN_FORCE_NSPLIT) need the dev build
@@ -134,7 +136,24 @@ __global__ void fill_bf16(uint16_t *p, size_t n, uint64_t seed)
 
 static void *g_flush;
 static const size_t FLUSH_BYTES = 256u << 20;
-static void flush_l2(void) { CK(cudaMemsetAsync(g_flush, (int)(rand() & 0xff), FLUSH_BYTES, 0)); }
+__global__ void read_flush_kernel(const uint4 *p, size_t n, unsigned *out)
+{
+    unsigned a = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        a ^= p[i].x;
+    if (a == 0x9e3779b9u) /* practically never: keeps the loads */
+        *out = a;
+}
+/* 1: the flush reads FLUSH_BYTES instead of writing them, so L2 is left clean (--gather) */
+static int g_flush_read;
+static unsigned *g_flush_out;
+static void flush_l2(void)
+{
+    if (g_flush_read)
+        read_flush_kernel<<<1056, 512>>>((const uint4 *)g_flush, FLUSH_BYTES / 16, g_flush_out);
+    else
+        CK(cudaMemsetAsync(g_flush, (int)(rand() & 0xff), FLUSH_BYTES, 0));
+}
 
 /* median time in ms of fn() over reps runs, L2 flushed before each */
 template <class F> static double time_median(F fn, int reps)
@@ -229,6 +248,9 @@ static void make_problem(Problem &P, int bs, int H, int ql, int prefix, int fp16
     fill_bf16<<<1024, 256>>>(P.q, T * H * 576, seed * 3 + 1);
     fill_bf16<<<4096, 256>>>(P.kv, num_slots * 576, seed * 3 + 2);
     CK(cudaMemcpy(P.indptr, indptr.data(), (bs + 1) * 4, cudaMemcpyHostToDevice));
+    if (const char *hot = getenv("VATTN_DEV_HOT_ROWS")) /* every index in the first N slots: KV hot in L2 */
+        for (int64_t i = 0; i < total; i++)
+            perm[i] %= atoll(hot);
     CK(cudaMemcpy(P.idx, perm.data(), total * 8, cudaMemcpyHostToDevice));
     vattn_args &a = P.a;
     a.struct_size = sizeof(vattn_args);
@@ -351,7 +373,7 @@ static Problem with_ws(const Problem &P)
  * block with the 4-way k-split S reduction, v7 = 64 rows in two independent groups of 32,
  * pair-wise S reduction, lazy rescale, swizzled KV stages (kernels/vattn_fast7.cuh).
  * v4, v5 and v6 live in git history (docs/PERF.md has their figures). */
-static const int g_variants[] = {3, 7};
+static const int g_variants[] = {3, 7, 8};
 
 static int dev_mode(int fp16, int bs, int H, int ql, int prefix)
 {
@@ -463,6 +485,7 @@ static int bench_mode(void)
     return bad;
 }
 
+#include "vattn_dev_gather.cuh"
 #include "vattn_dev_serving.cuh"
 
 int main(int argc, char **argv)
@@ -475,8 +498,11 @@ int main(int argc, char **argv)
     }
     load_lib();
     CK(cudaMalloc(&g_flush, FLUSH_BYTES));
+    CK(cudaMalloc(&g_flush_out, 64));
     if (argc > 1 && !strcmp(argv[1], "--bench"))
         return bench_mode();
+    if (argc > 1 && !strcmp(argv[1], "--gather"))
+        return gather_mode();
     if (argc > 1 && (!strcmp(argv[1], "--serving") || !strcmp(argv[1], "--serving-breakdown"))) {
         g_serving_breakdown = !strcmp(argv[1], "--serving-breakdown");
         return serving_mode();

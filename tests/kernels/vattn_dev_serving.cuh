@@ -212,6 +212,17 @@ static ServingRow serving_row(const int *c, const char *set, const ServingFlush 
            R.eager, R.warm, R.cold, R.flush, R.floor_us, by, fl, R.rel);
     if (g_serving_breakdown && !strcmp(set, "serving"))
         serving_breakdown(P, F, st);
+    if (getenv("VATTN_SERVING_VARIANTS") && !strcmp(set, "serving")) {
+        /* each kernel variant forced (dev build): the data for the variant rule */
+        printf("variants bs=%d H=%d q=%d prefix=%d (cold/warm us):", c[0], c[1], c[2], c[3]);
+        for (const char *v : {"3", "7", "8"}) {
+            const char *const knob[] = {"VATTN_VARIANT", v, nullptr};
+            double wv, cv;
+            serving_dev_times(P, knob, F, st, &wv, &cv);
+            printf(" v%s %.1f/%.1f", v, cv, wv);
+        }
+        printf("\n");
+    }
     free_problem(P);
     return R;
 }
@@ -236,10 +247,21 @@ static int serving_mode(void)
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     std::vector<ServingRow> rows;
-    for (auto &c : k_serving_cfg)
-        rows.push_back(serving_row(c, "serving", F, st, bw, peak));
-    for (auto &c : k_bench_cfg)
-        rows.push_back(serving_row(c, "long", F, st, bw, peak));
+    if (const char *shapes = getenv("VATTN_SERVING_SHAPES")) { /* "bs,H,q,prefix;..." instead of the set */
+        int c[4], n = 0;
+        for (const char *s = shapes; sscanf(s, "%d,%d,%d,%d%n", &c[0], &c[1], &c[2], &c[3], &n) == 4;) {
+            rows.push_back(serving_row(c, "serving", F, st, bw, peak));
+            s += n;
+            if (*s != ';')
+                break;
+            s++;
+        }
+    } else
+        for (auto &c : k_serving_cfg)
+            rows.push_back(serving_row(c, "serving", F, st, bw, peak));
+    if (!getenv("VATTN_SERVING_ONLY")) /* set: the serving rows alone (a shorter dev run) */
+        for (auto &c : k_bench_cfg)
+            rows.push_back(serving_row(c, "long", F, st, bw, peak));
     CK(cudaStreamDestroy(st));
     CK(cudaFree(F.buf));
     int bad = 0;

@@ -1,8 +1,17 @@
 /*
  * vattn_fast7.cuh — v7, the fast verify-attention kernel for requests with more than 32
- * (token, head) rows (v3, vattn_fast3.cuh, takes <= 32). Uses vattn_common.cuh's helpers:
- * ldmatrix / mma / cp.async wrappers, request and split ranges, slot ring, the P V / rescale /
- * epilogue steps shared with v3.
+ * (token, head) rows, and v8, the same kernel with KS = 1 (key split) for requests of <= 32
+ * rows over splits of more than one tile (v3, vattn_fast3.cuh, takes splits of one tile; the
+ * rule is vattn_plan in verify_attn.cu). Uses vattn_common.cuh's helpers: ldmatrix / mma /
+ * cp.async wrappers, request and split ranges, slot ring, the P V / rescale / epilogue steps
+ * shared with v3.
+ *
+ * v8 (KS = 1): 32 rows per block; both groups hold them and take alternate tiles of the split
+ * (group g: g, g + 2, ...), each in its own stage, refilled by the group itself after its P V,
+ * with its own softmax state and kv_indices ring (warp 4g); after the loop group 1's (m, l, O)
+ * is merged into group 0's in a fixed order (vattn_ks_merge), so results stay bitwise
+ * deterministic. v7 with <= 32 rows would leave group 1 all padding: at (8,8,4,8192) v7 beat
+ * v3 (48.5 against 53.2 us) with half its MMAs on zero rows; v8 does the same work as v3.
  *
  * Layout: 64 rows per block in two groups of 32 (group 0 = warps 0-3, group 1 = warps 4-7, so
  * each scheduler holds one warp of each); 32-key KV tiles in 2 cp.async stages. Per group:
@@ -139,12 +148,20 @@ enum {
     V7_BAR_PAIR = 1,    /* + 16-row group rg (0..3): the S partial swap of a warp pair */
     V7_BAR_PUBLISH = 5, /* + group: P (and alpha) of the group's 32 rows written */
     V7_BAR_TOP = 7,     /* + group: the group's P V of the previous tile done (red, alpha free) */
-    V7_BAR_G1 = 9       /* group 1 done reading a stage before it refills it */
+    V7_BAR_G1 = 9       /* group 1 done reading a stage before it refills it (key split: + group) */
 };
 
 __device__ __forceinline__ void bar_sync_named(int id, int nthreads)
 {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(nthreads) : "memory");
+}
+
+/* Block barrier 0 without .aligned (__syncthreads is bar.sync = barrier.sync.aligned, which
+ * every thread must reach through the same instruction): v8's groups leave the tile loop after
+ * different trip counts, and the compiler may give each exit its own copy of the barrier. */
+__device__ __forceinline__ void bar_sync_block_unaligned()
+{
+    asm volatile("barrier.sync 0;\n" ::: "memory");
 }
 
 /* bar.red.or over a named barrier: 1 if any participating thread passes a non-zero cond. */
@@ -225,7 +242,55 @@ __device__ __forceinline__ void v7_load_tile(const VattnParams &p, FastSmem7 &sm
     mbar_cp_async_arrive(&sm.full[stage]);
 }
 
-template <int FP16>
+/* Key split (KS = 1), after the loop: group 1 hands its O (same fragment layout as the group
+ * 0 thread 128 below it) to group 0 through its own stage (stage 1, which group 0 never read;
+ * 32 KB per row half, so in two rounds), and group 0 merges it into its own in a fixed order:
+ * m = max(m0, m1), O = O0 2^(m0 - m) + O1 2^(m1 - m), l likewise (a group that saw no key has
+ * m = -inf: weight 0). The merged m, l go to alpha[0..31], alpha[32..63]. Called by every
+ * thread after a block barrier (sm.m, sm.l final; both groups done reading their stages). */
+__device__ __forceinline__ void vattn_ks_merge(FastSmem7 &sm, float (&oacc)[2][16][4], int grp, int tid, int lane)
+{
+    float4 *xfer = reinterpret_cast<float4 *>(&sm.kv[1][0][0]); /* [16 float4][128 threads]: 32 KB */
+    const int t = tid & 127, g = lane >> 2;
+    if (grp == 0 && tid < 32) {
+        const float m0 = sm.m[tid], m1 = sm.m[32 + tid], m = fmaxf(m0, m1);
+        const float a0 = m0 == -INFINITY ? 0.0f : exp2f(m0 - m), a1 = m1 == -INFINITY ? 0.0f : exp2f(m1 - m);
+        sm.alpha[tid] = m;
+        sm.alpha[32 + tid] = sm.l[tid] * a0 + sm.l[32 + tid] * a1;
+    }
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++) {
+        if (mt == 1)
+            bar_sync_block_unaligned(); /* group 0 done reading round 0 */
+        if (grp == 1) {
+#pragma unroll
+            for (int nt = 0; nt < 16; nt++)
+                xfer[nt * 128 + t] = make_float4(oacc[mt][nt][0], oacc[mt][nt][1], oacc[mt][nt][2], oacc[mt][nt][3]);
+        }
+        bar_sync_block_unaligned();
+        if (grp == 1)
+            continue;
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const int row = mt * 16 + g + hr * 8;
+            const float m0 = sm.m[row], m1 = sm.m[32 + row], m = fmaxf(m0, m1);
+            const float a0 = m0 == -INFINITY ? 0.0f : exp2f(m0 - m), a1 = m1 == -INFINITY ? 0.0f : exp2f(m1 - m);
+#pragma unroll
+            for (int nt = 0; nt < 16; nt++) {
+                const float4 o1 = xfer[nt * 128 + t];
+                oacc[mt][nt][2 * hr] = oacc[mt][nt][2 * hr] * a0 + (hr ? o1.z : o1.x) * a1;
+                oacc[mt][nt][2 * hr + 1] = oacc[mt][nt][2 * hr + 1] * a0 + (hr ? o1.w : o1.y) * a1;
+            }
+        }
+    }
+}
+
+/* KS = 0: 64 rows per block, the groups own rows 0-31 and 32-63 and share every KV tile.
+ * KS = 1 (key split, v8): 32 rows per block, both groups hold the same 32 rows and take
+ * alternate tiles (group g: tiles g, g + 2, ...), each in its own stage with its own softmax
+ * state; group 1's (m, l, O) is merged into group 0's after the loop. For requests of <= 32
+ * rows this keeps both groups on real rows (KS = 0 would give group 1 only padding). */
+template <int FP16, int KS>
 __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
 {
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -234,7 +299,13 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t4 = lane & 3;
     const int grp = warp >> 2, w4 = warp & 3;
-    const int rg = grp * 2 + (w4 & 1), kh = w4 >> 1; /* S role: 16-row group of the block, k-half */
+    const int rg = grp * 2 + (w4 & 1), kh = w4 >> 1; /* S role: 16-row group of the smem rows, k-half */
+    /* rows of the block: BMB; smem row R (red, P, alpha, m, l: 64 of them) is block row
+     * R - qoff (KS: each group's rows 0-31 are the block's 32 rows) */
+    constexpr int BMB = KS ? BM7 / 2 : BM7;
+    const int qoff = KS ? grp * 32 : 0;
+    const int lead = KS ? grp * 4 : 0; /* the warp that keeps the group's kv_indices ring */
+    const int qrg = KS ? (w4 & 1) : rg; /* 16-row group of the block's Q rows */
     vattn_pdl_wait(); /* before any global access */
 #ifdef VATTN_DEV
     if (p.dev_stage == 1) /* timing variant: the launch alone */
@@ -260,8 +331,8 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
         mbar_init(&sm.empty[1], 128);
     }
 #pragma unroll
-    for (int k = 0; k < BM7 * 8 / NTHREADS; k++) { /* Q rope: 64 rows x 8 chunks of 16 B */
-        const int c = tid + k * NTHREADS, row = c >> 3, col = (c & 7) * 8, r = mc * BM7 + row;
+    for (int k = 0; k < BMB * 8 / NTHREADS; k++) { /* Q rope: BMB rows x 8 chunks of 16 B */
+        const int c = tid + k * NTHREADS, row = c >> 3, col = (c & 7) * 8, r = mc * BMB + row;
         uint4 v = make_uint4(0u, 0u, 0u, 0u);
         if (r < p.M)
             v = *reinterpret_cast<const uint4 *>(p.q + ((int64_t)b * p.q_len + r / p.H) * p.q_st +
@@ -280,7 +351,10 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
         const VattnMask mask = ok ? vattn_mask(p, b, prefix) : VattnMask{nullptr, 0};
         if (lane == 0)
             sm.mask = mask;
-        vattn_hidden_drafts(p, sm.hidden, mask, mc, BM7, ntiles > 0 && key_end > prefix, lane);
+        vattn_hidden_drafts(p, sm.hidden, mask, mc, BMB, ntiles > 0 && key_end > prefix, lane);
+    } else if (KS && warp == 4) { /* group 1's ring: its first refill is tile 3 */
+        vattn_idx_async(p, sm, 3, start, key_begin, 3, bk.idx_end, lane);
+        cp_async_commit();
     }
     __syncthreads();
     if (warp == 0) {
@@ -288,7 +362,10 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
         sm.rows[1][lane] = vattn_checked_row(p, sm, raw1, key_begin + BN + lane, key_end, prefix, b);
     }
     __syncthreads(); /* slots of tiles 0, 1 and the mbarrier inits visible */
-    if (grp == 1) {
+    if (KS) { /* group g's first tile g into its stage g */
+        if (grp < ntiles)
+            v7_load_tile(p, sm, grp, grp, tid - 128 * grp);
+    } else if (grp == 1) {
         if (ntiles > 0)
             v7_load_tile(p, sm, 0, 0, tid - 128);
         if (ntiles > 1)
@@ -299,7 +376,7 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
     uint32_t qf[KSTEPS7][4];
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
-        const int r = mc * BM7 + rg * 16 + g + hr * 8;
+        const int r = mc * BMB + qrg * 16 + g + hr * 8;
         const uint32_t *src = nullptr;
         if (r < p.M)
             src = reinterpret_cast<const uint32_t *>(p.q + ((int64_t)b * p.q_len + r / p.H) * p.q_st +
@@ -323,12 +400,14 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
     const int Rw = rg * 16 + kh * 8 + g, Rp = rg * 16 + (1 - kh) * 8 + g;
     float m_run = -INFINITY, l_run = 0.0f;
 
-    for (int j = 0; j < ntiles; j++) {
-        const int stage = j & 1;
-        if (j > 0)
+    for (int j = KS ? grp : 0; j < ntiles; j += KS ? 2 : 1) {
+        const int stage = KS ? grp : j & 1;
+        const int parity = (j >> 1) & 1; /* the stage's (j >> 1)-th use (KS: j = grp + 2 n, so n = j >> 1) */
+        /* KS: the group's refill barrier after P V(j-2) already freed red and alpha */
+        if (!KS && j > 0)
             bar_sync_named(V7_BAR_TOP + grp, 128); /* the group's P V(j-1) done: red, alpha free */
-        if (grp == 0) {
-            if (warp == 0) {
+        {
+            if (warp == lead) {
                 /* indices of tile j+2 landed: range-checked into the slot ring (group 1 copies
                  * the tile after its P V of tile j) and its rows start into L2; tile j+3's
                  * indices are requested */
@@ -337,11 +416,13 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
                     vattn_idx_row(p, sm, (j + 2) % IDX_RING, lane + (j + 2) * BN, rel_end, rel_pre, b, lane);
                 sm.rows[(j + 2) & 3][lane] = r2;
                 vattn_prefetch_row_l2(r2);
-                vattn_idx_async(p, sm, (j + 3) % IDX_RING, sm.ibase, 0, j + 3, sm.iend, lane);
+                /* KS: the group's tile after next is j + 4 */
+                const int nxt = j + (KS ? 4 : 3);
+                vattn_idx_async(p, sm, nxt % IDX_RING, sm.ibase, 0, nxt, sm.iend, lane);
                 cp_async_commit();
             }
         }
-        mbar_wait(&sm.full[stage], (j >> 1) & 1);
+        mbar_wait(&sm.full[stage], parity);
 
         /* S (partial over this warp's k-half) = Q[16 rows] . K[32 keys]^T, K fragments of
          * k step s+1 loaded before the MMAs of step s */
@@ -377,7 +458,7 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
 #pragma unroll
         for (int ks = 0; ks < RSTEPS7; ks++) {
             uint32_t a[4], b0, b1, b2, b3, c0, c1, c2, c3;
-            ldsm_x4(smem_u32(&sm.qr[rg * 16 + (lane & 7) + ((lane >> 3) & 1) * 8]
+            ldsm_x4(smem_u32(&sm.qr[qrg * 16 + (lane & 7) + ((lane >> 3) & 1) * 8]
                                    [(kh * RSTEPS7 + ks) * 16 + (lane >> 4) * 8]),
                     a[0], a[1], a[2], a[3]);
             /* rope chunks 64 + 2 (kh RSTEPS7 + ks) + ((lane >> 3) & 1) */
@@ -414,7 +495,7 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
                     const int kk = nt * 8 + 2 * t4 + e;
                     bool vis = kk < lim_end;
                     if (vis && kk >= lim_pre) {
-                        const int r = mc * BM7 + Rw;
+                        const int r = mc * BMB + Rw - qoff;
                         vis = vattn_visible(sm.mask.rows, sm.mask.stride, r < p.M ? r / p.H : 0, kk - lim_pre);
                     }
                     if (!vis)
@@ -459,7 +540,12 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
                 [&](int kk, int np) { return vb[np & 3] + (np >> 2) * 128 + kk * (16 * QK * 2); }, grp * 32, lane);
         }
 
-        if (grp == 0) {
+        if (KS) {
+            if (j + 2 < ntiles) {
+                bar_sync_named(V7_BAR_G1 + grp, 128); /* the group's reads of its stage done */
+                v7_load_tile(p, sm, stage, j + 2, tid - 128 * grp);
+            }
+        } else if (grp == 0) {
             /* every thread arrives for its own reads of the stage (one lane per warp after a
              * __syncwarp is enough under the PTX memory model, but compute-sanitizer racecheck
              * cannot see that ordering and reports every stage as a hazard) */
@@ -480,7 +566,17 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
     if (p.dev_stage == 3) /* timing variant: no epilogue */
         return;
 #endif
-    __syncthreads();     /* final m, l, bad visible to every thread */
+    if (KS) /* final m, l, bad visible to every thread; both groups done with the stages */
+        bar_sync_block_unaligned();
+    else
+        __syncthreads();
+    if (KS) {
+        vattn_ks_merge(sm, oacc, grp, tid, lane);
+        if (grp == 0) /* the merged (m, l) are in alpha[0..31] / alpha[32..63] (visible: merge's barriers) */
+            vattn_fast_epilogue<FP16, 2, 16>(p, sm.alpha, sm.alpha + 32, sm.bad != 0, oacc, BMB, 0, w4 * 128, mc, sp,
+                                             b, lane, w4 == 0 ? lane : -1);
+        return;
+    }
     /* lse / (m, l) of each row by a thread of the row's own group (warps 0 and 4) */
     vattn_fast_epilogue<FP16, 2, 16>(p, sm.m, sm.l, sm.bad != 0, oacc, BM7, grp * 32, w4 * 128, mc, sp, b, lane,
                                      w4 == 0 ? grp * 32 + lane : -1);

@@ -6,8 +6,8 @@
  *
  * Kernels (each header opens with what it does and why):
  *   vattn_ref.cuh       vattn_ref_kernel: fp32 reference, one block per (token, head)
- *   vattn_fast3.cuh     vattn_fast_kernel (v3): the fast kernel for <= 32 rows per request
- *   vattn_fast7.cuh     vattn_fast7_kernel (v7): the fast kernel for > 32 rows per request
+ *   vattn_fast3.cuh     vattn_fast_kernel (v3): 32 rows per block, for short splits
+ *   vattn_fast7.cuh     vattn_fast7_kernel: v7 (64 rows per block) and v8 (its key-split form, 32 rows)
  *   vattn_combine.cuh   vattn_combine_kernel: merges split-K partials in split order
  *   vattn_common.cuh    device helpers shared by all of them
  * The call allocates nothing and never synchronises the host: legal under graph capture.
@@ -17,7 +17,7 @@
  * vattn_verify and vattn_extend differ only in the parameter block they fill (vattn_params):
  * the plan, the kernels and their launches are the same code.
  * Dev build (-DVATTN_DEV, build/tests/libverify_attn_dev.so for the dev harness and tests):
- * VATTN_VARIANT=3|7, VATTN_FORCE_NSPLIT=n, VATTN_DEV_PLAN=1 (the plan of each call on stderr) and
+ * VATTN_VARIANT=3|7|8, VATTN_FORCE_NSPLIT=n, VATTN_DEV_PLAN=1 (the plan of each call on stderr) and
  * the timing knobs VATTN_DEV_PDL / VATTN_DEV_STAGE / VATTN_DEV_NOCOMBINE are read per call; the
  * production library reads no environment.
  * Launches go through cudaLaunchKernelEx with programmatic dependent launch (vattn_pdl_wait in
@@ -64,23 +64,11 @@ template <class Args> VattnSizes vattn_sizes(const Args *a)
 /* The fast kernel's grid for these sizes. Workspace and launch both come from here, so the
  * split count seen by vattn_workspace_size() is the one the call uses on the same device. */
 struct FastPlan {
-    int variant; /* 3 = vattn_fast_kernel (32 rows), 7 = vattn_fast7_kernel (64 rows) */
+    int variant; /* 3 = vattn_fast_kernel (32 rows), 7 = vattn_fast7_kernel (64 rows), 8 = the same with
+                  * its two groups on alternate KV tiles of 32 rows (key split) */
     int mchunks, nsplit, tiles_per_split, mpad;
     size_t ws_bytes;
 };
-
-/* Kernel variant for these sizes: v7 (64 rows per block) once a request has more than 32
- * (token, head) rows, v3 below that (a 64-row block would be mostly padding).
- * Dev build only: VATTN_VARIANT=3|7 (read per call, like VATTN_FORCE_NSPLIT) forces one. */
-int vattn_variant(const VattnSizes &a)
-{
-#ifdef VATTN_DEV
-    const char *force = getenv("VATTN_VARIANT");
-    if (force && (atoi(force) == 3 || atoi(force) == 7))
-        return atoi(force);
-#endif
-    return a.q_len * a.H > BM ? 7 : 3;
-}
 
 /* SMs of the current device, asked once per device (an attribute query per call is host
  * latency on every verify step). Devices past VATTN_SM_CACHE are asked every time. A racing
@@ -106,12 +94,12 @@ int vattn_sm_count(void)
     return n;
 }
 
-FastPlan vattn_plan(const VattnSizes &a, int sms)
+FastPlan vattn_plan_of(const VattnSizes &a, int sms, int variant)
 {
     FastPlan pl;
     const int M = a.q_len * a.H;
-    pl.variant = vattn_variant(a);
-    const int bm = pl.variant == 3 ? BM : BM7;
+    pl.variant = variant;
+    const int bm = pl.variant == 7 ? BM7 : BM; /* v8 (v7 with key split): 32 rows like v3 */
     pl.mchunks = (M + bm - 1) / bm;
     pl.mpad = pl.mchunks * bm;
     /* The hint caps the split count (no point splitting 100 keys 30 ways); without one the
@@ -142,6 +130,36 @@ FastPlan vattn_plan(const VattnSizes &a, int sms)
     pl.ws_bytes = pl.nsplit == 1 ? 0
                                  : (size_t)a.bs * pl.nsplit * pl.mpad * (DV * sizeof(float) + sizeof(float2));
     return pl;
+}
+
+/* The kernel per shape class, from the split length (32-key tiles) of the 32-row plan that
+ * v3 and v8 share. Measured per call (graph, L2 cold, H200, twelfth session: 31 shapes, each
+ * kernel forced; docs/PERF.md): v3 is fastest up to 3 tiles per split (its blocks finish a
+ * short split first, e.g. (1,16,4,1024) 12.5 us against v8 13.4 and v7 15.4); v8 from 4 tiles
+ * on for <= 32 rows (e.g. (8,8,4,8192) 39.4 against v7 48.3 and v3 53.1) and, above 32 rows,
+ * up to 17 ((4,16,8,2048) 24.6 against v7 26.9; a tie at (1,16,16,8192)); v7 beyond, where
+ * its 64-row blocks read each KV tile half as often (e.g. (1,16,16,32768) 83.3 against v8
+ * 93.8, and every long-context config). */
+constexpr int V3_MAX_TILES_PER_SPLIT = 3;
+constexpr int V8_MAX_TILES_PER_SPLIT = 17; /* for more than 32 rows per request */
+
+/* The plan for these sizes (variant, grid, workspace).
+ * Dev build only: VATTN_VARIANT=3|7|8 forces a kernel (read per call, like VATTN_FORCE_NSPLIT). */
+FastPlan vattn_plan(const VattnSizes &a, int sms)
+{
+#ifdef VATTN_DEV
+    const char *force = getenv("VATTN_VARIANT");
+    if (force && (atoi(force) == 3 || atoi(force) == 7 || atoi(force) == 8))
+        return vattn_plan_of(a, sms, atoi(force));
+#endif
+    FastPlan pl = vattn_plan_of(a, sms, 3);
+    if (pl.tiles_per_split <= V3_MAX_TILES_PER_SPLIT)
+        return pl;
+    if (a.q_len * a.H <= BM || pl.tiles_per_split <= V8_MAX_TILES_PER_SPLIT) {
+        pl.variant = 8; /* the same 32-row grid */
+        return pl;
+    }
+    return vattn_plan_of(a, sms, 7);
 }
 
 /* Workspace bytes for these sizes, (size_t)-1 when they are invalid (both conventions). */
@@ -215,8 +233,8 @@ int vattn_dev_knob(const char *name, int dflt)
 }
 
 /* The fast kernels' dynamic shared memory limit, raised once per (device, kernel): a driver
- * call per verify step is host latency. kern_id indexes the 4 fast-kernel instantiations. */
-int g_smem_ok[VATTN_SM_CACHE][4];
+ * call per verify step is host latency. kern_id indexes the 6 fast-kernel instantiations. */
+int g_smem_ok[VATTN_SM_CACHE][6];
 
 cudaError_t vattn_smem_attr(void (*kern)(VattnParams), int kern_id, int bytes, bool force)
 {
@@ -287,9 +305,13 @@ template <int FP16> int vattn_launch_fast(const VattnSizes &sz, VattnParams p, v
                 pl.nsplit, sz.bs, pdl);
     cudaError_t e;
     if (pl.variant == 7) {
-        e = vattn_launch_smem(vattn_fast7_kernel<FP16>, 2 + FP16, (int)sizeof(FastSmem7), grid, st, pdl, p);
+        e = vattn_launch_smem(vattn_fast7_kernel<FP16, 0>, 2 + FP16, (int)sizeof(FastSmem7), grid, st, pdl, p);
         if (e != cudaSuccess)
             return vattn_cuda_fail(e, "launch vattn_fast7_kernel");
+    } else if (pl.variant == 8) {
+        e = vattn_launch_smem(vattn_fast7_kernel<FP16, 1>, 4 + FP16, (int)sizeof(FastSmem7), grid, st, pdl, p);
+        if (e != cudaSuccess)
+            return vattn_cuda_fail(e, "launch vattn_fast7_kernel (key split)");
     } else {
         e = vattn_launch_smem(vattn_fast_kernel<FP16>, FP16, (int)sizeof(FastSmem), grid, st, pdl, p);
         if (e != cudaSuccess)

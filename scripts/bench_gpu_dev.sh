@@ -6,7 +6,7 @@
 # or the serving-set bench (vattn_dev --serving: per call in CUDA graphs, L2 warm / cold,
 # eager). Logs go to $OUT (or build/dev-out). The VATTN_VARIANT runs use the dev build
 # build/tests/libverify_attn_dev.so.
-# Usage: bench_gpu_dev.sh [test] [testv3|testv7] [testsplit] [bench] [serving|breakdown] [racecheck] [ncu] [sass] [torch]
+# Usage: bench_gpu_dev.sh [test] [testv3|testv7|testv8] [testsplit] [bench] [serving|breakdown] [racecheck] [ncu] [sass] [torch]
 #                     or: bench_gpu_dev.sh final   (default build, make test-gpu, make bench-gpu, SASS)
 set -uo pipefail
 out=${OUT:-build/dev-out}
@@ -33,7 +33,7 @@ if [ "${1:-}" = final ]; then
     echo "test_verify_gpu with v7 forced on every case: $(tail -1 "$out/test_gpu_v7.txt")"
     # shared-memory hazards (compute-sanitizer racecheck) of both fast kernels on one short case
     san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
-    for v in 7 3; do
+    for v in 7 8 3; do
         VATTN_VARIANT=$v timeout 100 "$san" --tool racecheck --racecheck-report hazard \
             build/tests/test_verify_gpu h32-q7 >"$out/racecheck_v$v.txt" 2>&1
         echo "racecheck v$v rc=$?: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck_v$v.txt" | head -2 | tr '\n' ' ')$(tail -1 "$out/racecheck_v$v.txt")"
@@ -58,7 +58,7 @@ for what in "$@"; do
         echo "test_verify_gpu rc=$? ($(( $(date +%s) - t0 )) s)"
         grep -E "^FAIL|checks failed" "$out/test_gpu.log" | head -20
         grep -E "^\| .*(ext|graph)" "$out/test_gpu.log" | awk -F'|' '{n[$3]++; if ($8 ~ /PASS/) p[$3]++} END {for (k in n) printf "  rows%s: %d/%d PASS\n", k, p[k], n[k]}' ;;
-    testv[37])
+    testv[378])
         v=${what#testv}
         VATTN_VARIANT=$v timeout 300 build/tests/test_verify_gpu >"$out/test_gpu_v$v.log" 2>&1
         echo "test_verify_gpu (VATTN_VARIANT=$v) rc=$?"
@@ -70,7 +70,7 @@ for what in "$@"; do
                 2>"$out/plan_ns$ns.log"
             echo "test_verify_gpu (VATTN_FORCE_NSPLIT=$ns) rc=$?: $(tail -1 "$out/test_gpu_ns$ns.log")"
             grep -E "^FAIL|checks failed" "$out/test_gpu_ns$ns.log" | head -10
-            sed -E 's/.* (v[37]) grid [0-9]+ x ([0-9]+) x .*/\1 splits \2/' "$out/plan_ns$ns.log" | sort | uniq -c |
+            sed -E 's/.* (v[378]) grid [0-9]+ x ([0-9]+) x .*/\1 splits \2/' "$out/plan_ns$ns.log" | sort | uniq -c |
                 sort -rn | head -8 | tr '\n' ';'
             echo
         done ;;
@@ -87,7 +87,7 @@ for what in "$@"; do
     racecheck)
         # shared-memory hazards of both fast kernels (verify and extend calls) on one short case
         san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
-        for v in 7 3; do
+        for v in 7 8 3; do
             VATTN_VARIANT=$v timeout 150 "$san" --tool racecheck --racecheck-report hazard \
                 build/tests/test_verify_gpu ${RACE_CASE:-nanv-h8-q4} >"$out/racecheck_v$v.txt" 2>&1
             echo "racecheck v$v rc=$?: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck_v$v.txt" | head -2 | tr '\n' ' ')$(grep -E 'checks failed' "$out/racecheck_v$v.txt")"

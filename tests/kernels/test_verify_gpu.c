@@ -60,14 +60,20 @@ static const gcase cases[] = {
     {.name = "h32-q4-8k-hint0", .bs = 4, .H = 32, .q_len = 4, .max_prefix = 8192, .ragged = 1,
      .zero_first = 1, .vis = VIS_CAUSAL_NULL, .kv_stride = 576, .sm_scale = 0.0625f, .hint = 2},
     /* data random values miss (SP_*, vattn_gpu_common.h); pool_mult: pool = that multiple of the keys */
-    {.name = "zeroq-h8-q4-v3", .bs = 3, .H = 8, .q_len = 4, .max_prefix = 3000, .ragged = 1, .zero_first = 1,
+    /* the default plan's kernel in the name (vattn_plan in verify_attn.cu): v3 for splits of
+     * <= 3 tiles, v8 (v7's key-split form) for longer ones at <= 32 rows, v7 */
+    {.name = "zeroq-h8-q4-v8", .bs = 3, .H = 8, .q_len = 4, .max_prefix = 5000, .ragged = 1, .zero_first = 1,
+     .vis = VIS_TREE, .idx64 = 1, .kv_stride = 576, .sm_scale = 0.0625f, .special = SP_ZERO_Q},
+    {.name = "zeroq-h8-q4-v3", .bs = 3, .H = 8, .q_len = 4, .max_prefix = 1000, .ragged = 1, .zero_first = 1,
      .vis = VIS_TREE, .idx64 = 1, .kv_stride = 576, .sm_scale = 0.0625f, .special = SP_ZERO_Q},
     {.name = "zeroq-h64-q8-v7", .bs = 2, .H = 64, .q_len = 8, .max_prefix = 20000, .ragged = 1,
      .vis = VIS_CAUSAL_NULL, .kv_stride = 576, .sm_scale = 0.0625f, .special = SP_ZERO_Q},
     {.name = "zeroq-fp16-h16-q2", .bs = 4, .H = 16, .q_len = 2, .max_prefix = 1000, .ragged = 1,
      .zero_first = 1, .vis = VIS_CAUSAL, .fp16 = 1, .kv_stride = 576, .sm_scale = 0.0625f,
      .special = SP_ZERO_Q},
-    {.name = "nanv-h8-q4-v3", .bs = 4, .H = 8, .q_len = 4, .max_prefix = 2000, .ragged = 1, .zero_first = 1,
+    {.name = "nanv-h8-q4-v8", .bs = 4, .H = 8, .q_len = 4, .max_prefix = 4000, .ragged = 1, .zero_first = 1,
+     .vis = VIS_TREE, .idx64 = 1, .kv_stride = 576, .sm_scale = 0.0625f, .special = SP_MASKED_NANV},
+    {.name = "nanv-h8-q4-v3", .bs = 4, .H = 8, .q_len = 4, .max_prefix = 1000, .ragged = 1, .zero_first = 1,
      .vis = VIS_TREE, .idx64 = 1, .kv_stride = 576, .sm_scale = 0.0625f, .special = SP_MASKED_NANV},
     {.name = "nanv-h16-q16-v7", .bs = 3, .H = 16, .q_len = 16, .max_prefix = 5000, .ragged = 1,
      .vis = VIS_CAUSAL, .kv_stride = 576, .sm_scale = 0.0625f, .special = SP_MASKED_NANV},
@@ -367,12 +373,14 @@ int main(int argc, char **argv)
         run_case(&cases[5], &gpu, &cpu, 1);
         g_rng = 4244;
         run_case(&cases[3], &gpu, &cpu, 2);
-        /* invalid extend device data, on a v7 (> 32 rows) and a v3 (<= 32 rows) case */
+        /* invalid extend device data, on a v7 (> 32 rows), a v8 and a v3 (<= 32 rows) case */
         for (int kind = EXT_BAD_QO; kind <= EXT_BAD_SLOT; kind++) {
             g_rng = 4250 + kind;
             run_extend_invalid(find_case("h32-q7-tree-strd"), &gpu, kind);
             g_rng = 4260 + kind;
             run_extend_invalid(find_case("nanv-h8-q4-v3"), &gpu, kind);
+            g_rng = 4270 + kind;
+            run_extend_invalid(find_case("nanv-h8-q4-v8"), &gpu, kind);
         }
     }
     if (!nrows) {

@@ -1,8 +1,8 @@
 /*
  * vattn_fast7.cuh — v7, the fast verify-attention kernel for requests with more than 32
  * (token, head) rows, and v8, the same kernel with KS = 1 (key split) for requests of <= 32
- * rows over splits of more than one tile (v3, vattn_fast3.cuh, takes splits of one tile; the
- * rule is vattn_plan in verify_attn.cu). Uses vattn_common.cuh's helpers: ldmatrix / mma /
+ * rows over splits of more than 3 tiles (v3, vattn_fast3.cuh, takes splits of up to 3 tiles;
+ * the rule is vattn_plan in verify_attn.cu). Uses vattn_common.cuh's helpers: ldmatrix / mma /
  * cp.async wrappers, request and split ranges, slot ring, the P V / rescale / epilogue steps
  * shared with v3.
  *
@@ -54,7 +54,7 @@ constexpr int KSTEPS7 = DV / 16 / 2;       /* 16 k16 steps of the 512 latent col
 constexpr int RSTEPS7 = (QK - DV) / 16 / 2; /* 2 k16 steps of the 64 rope columns per k-half */
 constexpr int QR_PITCH = QK - DV + 8;
 
-constexpr int IDX_RING = 8; /* raw kv_indices of tiles j+2, j+3 in flight (cp.async; 2 of 8 in use) */
+constexpr int IDX_RING = 8; /* raw kv_indices in flight (cp.async): tiles j+2, j+3 (KS: j+2, j+4 per group) */
 
 __device__ __forceinline__ void cp_async8(uint32_t dst, const void *src, int src_bytes)
 {
@@ -65,7 +65,7 @@ __device__ __forceinline__ void cp_async4(uint32_t dst, const void *src, int src
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
 
-/* Warp 0, lane = key of tile `tile`: its raw kv_indices entry starts its way into
+/* The ring's warp (warp 0; KS: warp 4g for group g's tiles), lane = key of tile `tile`: its raw kv_indices entry starts its way into
  * sm.idx[buf][lane] (no register waits on it); from idx_end on (past the split, or a draft key
  * of vattn_extend, which has no entry) nothing is read. */
 template <class Smem>
@@ -132,12 +132,12 @@ struct FastSmem7 {
     float red[BM7][RED_PITCH];
     uint16_t qr[BM7][QR_PITCH];   /* Q rope columns (512..575): read by ldmatrix, saves 8 regs */
     float alpha[BM7], m[BM7], l[BM7]; /* m, l: final values only, for the epilogue */
-    const uint16_t *rows[4][BN];  /* slot ring: cache rows, NULL = zero-fill (warp 0 writes tile j+2 during tile j) */
+    const uint16_t *rows[4][BN];  /* slot ring: cache rows, NULL = zero-fill (the ring's warp writes tile j+2 during tile j) */
     int64_t idx[IDX_RING][BN];    /* raw kv_indices in flight */
-    int64_t ibase;                /* kv_indices position of the split's first key (warp 0's) */
+    int64_t ibase;                /* kv_indices position of the split's first key (the ring warps') */
     int iend;                     /* keys before it (split-relative) have a kv_indices entry */
     VattnMask mask;               /* the request's mask source (vattn_mask) */
-    uint64_t full[2];             /* stage landed: 128 asynchronous arrivals (group 1's copies) */
+    uint64_t full[2];             /* stage landed: 128 asynchronous arrivals (group 1's copies; KS: the stage's group's) */
     uint64_t empty[2];            /* group 0 done with the stage: 128 arrivals */
     int bad;
     uint8_t hidden[VATTN_MAX_Q_LEN]; /* draft keys no row of the block sees (vattn_hidden_drafts) */
@@ -154,14 +154,6 @@ enum {
 __device__ __forceinline__ void bar_sync_named(int id, int nthreads)
 {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(nthreads) : "memory");
-}
-
-/* Block barrier 0 without .aligned (__syncthreads is bar.sync = barrier.sync.aligned, which
- * every thread must reach through the same instruction): v8's groups leave the tile loop after
- * different trip counts, and the compiler may give each exit its own copy of the barrier. */
-__device__ __forceinline__ void bar_sync_block_unaligned()
-{
-    asm volatile("barrier.sync 0;\n" ::: "memory");
 }
 
 /* bar.red.or over a named barrier: 1 if any participating thread passes a non-zero cond. */
@@ -261,13 +253,13 @@ __device__ __forceinline__ void vattn_ks_merge(FastSmem7 &sm, float (&oacc)[2][1
 #pragma unroll
     for (int mt = 0; mt < 2; mt++) {
         if (mt == 1)
-            bar_sync_block_unaligned(); /* group 0 done reading round 0 */
+            __syncthreads(); /* group 0 done reading round 0 */
         if (grp == 1) {
 #pragma unroll
             for (int nt = 0; nt < 16; nt++)
                 xfer[nt * 128 + t] = make_float4(oacc[mt][nt][0], oacc[mt][nt][1], oacc[mt][nt][2], oacc[mt][nt][3]);
         }
-        bar_sync_block_unaligned();
+        __syncthreads();
         if (grp == 1)
             continue;
 #pragma unroll
@@ -409,8 +401,9 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
         {
             if (warp == lead) {
                 /* indices of tile j+2 landed: range-checked into the slot ring (group 1 copies
-                 * the tile after its P V of tile j) and its rows start into L2; tile j+3's
-                 * indices are requested */
+                 * the tile after its P V of tile j; KS: this group) and its rows start into L2;
+                 * tile j+3's (KS: j+4's) indices are requested. KS: this warp also loads KV, so
+                 * the wait includes its copies of tile j (landed by the full wait below anyway) */
                 cp_async_wait_all();
                 const uint16_t *r2 =
                     vattn_idx_row(p, sm, (j + 2) % IDX_RING, lane + (j + 2) * BN, rel_end, rel_pre, b, lane);
@@ -560,16 +553,13 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
         sm.m[Rw] = m_run;
         sm.l[Rw] = l_run;
     }
-    cp_async_wait_all(); /* warp 0's index copies past the last tile */
+    cp_async_wait_all(); /* the ring warps' index copies past the last tile */
     vattn_pdl_trigger(); /* the combine kernel may be launched (it waits for this grid to end) */
 #ifdef VATTN_DEV
     if (p.dev_stage == 3) /* timing variant: no epilogue */
         return;
 #endif
-    if (KS) /* final m, l, bad visible to every thread; both groups done with the stages */
-        bar_sync_block_unaligned();
-    else
-        __syncthreads();
+    __syncthreads(); /* final m, l, bad visible to every thread; both groups done with the stages */
     if (KS) {
         vattn_ks_merge(sm, oacc, grp, tid, lane);
         if (grp == 0) /* the merged (m, l) are in alpha[0..31] / alpha[32..63] (visible: merge's barriers) */

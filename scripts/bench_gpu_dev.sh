@@ -6,7 +6,7 @@
 # or the serving-set bench (vattn_dev --serving: per call in CUDA graphs, L2 warm / cold,
 # eager). Logs go to $OUT (or build/dev-out). The VATTN_VARIANT runs use the dev build
 # build/tests/libverify_attn_dev.so.
-# Usage: bench_gpu_dev.sh [test] [testv3|testv7|testv8] [testsplit] [bench] [serving|breakdown] [racecheck] [ncu] [sass] [torch]
+# Usage: bench_gpu_dev.sh [test] [testv3|testv7|testv8] [testsplit] [bench] [serving|breakdown] [racecheck] [race8] [ncu] [sass] [torch]
 #                     or: bench_gpu_dev.sh final   (default build, make test-gpu, make bench-gpu, SASS)
 set -uo pipefail
 out=${OUT:-build/dev-out}
@@ -91,6 +91,19 @@ for what in "$@"; do
             VATTN_VARIANT=$v timeout 150 "$san" --tool racecheck --racecheck-report hazard \
                 build/tests/test_verify_gpu ${RACE_CASE:-nanv-h8-q4} >"$out/racecheck_v$v.txt" 2>&1
             echo "racecheck v$v rc=$?: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck_v$v.txt" | head -2 | tr '\n' ' ')$(grep -E 'checks failed' "$out/racecheck_v$v.txt")"
+        done ;;
+    race8)
+        # v8's open racecheck report (docs/PERF.md, twelfth session): racecheck on a case whose
+        # every block has an even tile count (both groups run the same trip count) against the
+        # ragged one, and synccheck (barrier misuse) on both
+        san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+        for c in even-h8-q4-v8 nanv-h8-q4-v8; do
+            for tool in racecheck synccheck; do
+                extra=(); [ $tool = racecheck ] && extra=(--racecheck-report hazard)
+                VATTN_VARIANT=8 timeout 150 "$san" --tool $tool "${extra[@]}" build/tests/test_verify_gpu $c \
+                    >"$out/${tool}_v8_$c.txt" 2>&1
+                echo "$tool v8 $c rc=$?: $(grep -E 'SUMMARY' "$out/${tool}_v8_$c.txt" | head -2 | tr '\n' ' ')$(grep -E 'checks failed' "$out/${tool}_v8_$c.txt")"
+            done
         done ;;
     torch)
         timeout 300 python3 scripts/bench_gpu_torch.py "$out/bench.log" >"$out/bench_table.md" 2>&1

@@ -73,6 +73,9 @@ static const gcase cases[] = {
      .special = SP_ZERO_Q},
     {.name = "nanv-h8-q4-v8", .bs = 4, .H = 8, .q_len = 4, .max_prefix = 4000, .ragged = 1, .zero_first = 1,
      .vis = VIS_TREE, .idx64 = 1, .kv_stride = 576, .sm_scale = 0.0625f, .special = SP_MASKED_NANV},
+    /* every split 4 tiles (128 keys a request, 32 splits): both v8 groups run 2 tiles a block */
+    {.name = "even-h8-q4-v8", .bs = 4, .H = 8, .q_len = 4, .max_prefix = 4092, .vis = VIS_CAUSAL, .idx64 = 1,
+     .kv_stride = 576, .sm_scale = 0.0625f},
     {.name = "nanv-h8-q4-v3", .bs = 4, .H = 8, .q_len = 4, .max_prefix = 1000, .ragged = 1, .zero_first = 1,
      .vis = VIS_TREE, .idx64 = 1, .kv_stride = 576, .sm_scale = 0.0625f, .special = SP_MASKED_NANV},
     {.name = "nanv-h16-q16-v7", .bs = 3, .H = 16, .q_len = 16, .max_prefix = 5000, .ragged = 1,

@@ -248,9 +248,15 @@ static void make_problem(Problem &P, int bs, int H, int ql, int prefix, int fp16
     fill_bf16<<<1024, 256>>>(P.q, T * H * 576, seed * 3 + 1);
     fill_bf16<<<4096, 256>>>(P.kv, num_slots * 576, seed * 3 + 2);
     CK(cudaMemcpy(P.indptr, indptr.data(), (bs + 1) * 4, cudaMemcpyHostToDevice));
-    if (const char *hot = getenv("VATTN_DEV_HOT_ROWS")) /* every index in the first N slots: KV hot in L2 */
+    if (const char *hot = getenv("VATTN_DEV_HOT_ROWS")) { /* every index in the first N slots: KV hot in L2 */
+        const long long n = atoll(hot);
+        if (n < 1) {
+            fprintf(stderr, "VATTN_DEV_HOT_ROWS=%s: expected a slot count >= 1\n", hot);
+            exit(2);
+        }
         for (int64_t i = 0; i < total; i++)
-            perm[i] %= atoll(hot);
+            perm[i] %= n;
+    }
     CK(cudaMemcpy(P.idx, perm.data(), total * 8, cudaMemcpyHostToDevice));
     vattn_args &a = P.a;
     a.struct_size = sizeof(vattn_args);
@@ -371,8 +377,8 @@ static Problem with_ws(const Problem &P)
 
 /* Kernel variants of the library (VATTN_VARIANT, dev build; kernels/vattn_fast3.cuh): v3 = 32 rows per
  * block with the 4-way k-split S reduction, v7 = 64 rows in two independent groups of 32,
- * pair-wise S reduction, lazy rescale, swizzled KV stages (kernels/vattn_fast7.cuh).
- * v4, v5 and v6 live in git history (docs/PERF.md has their figures). */
+ * pair-wise S reduction, lazy rescale, swizzled KV stages, v8 = v7's kernel with its groups on
+ * alternate tiles of 32 rows (kernels/vattn_fast7.cuh). v4, v5 and v6 live in git history (docs/PERF.md has their figures). */
 static const int g_variants[] = {3, 7, 8};
 
 static int dev_mode(int fp16, int bs, int H, int ql, int prefix)

@@ -249,12 +249,17 @@ static int serving_mode(void)
     std::vector<ServingRow> rows;
     if (const char *shapes = getenv("VATTN_SERVING_SHAPES")) { /* "bs,H,q,prefix;..." instead of the set */
         int c[4], n = 0;
-        for (const char *s = shapes; sscanf(s, "%d,%d,%d,%d%n", &c[0], &c[1], &c[2], &c[3], &n) == 4;) {
+        const char *s = shapes;
+        for (; sscanf(s, "%d,%d,%d,%d%n", &c[0], &c[1], &c[2], &c[3], &n) == 4; s++) {
             rows.push_back(serving_row(c, "serving", F, st, bw, peak));
             s += n;
             if (*s != ';')
                 break;
-            s++;
+        }
+        if (rows.empty() || *s) {
+            fprintf(stderr, "VATTN_SERVING_SHAPES=%s: expected bs,H,q,prefix[;bs,H,q,prefix...], stopped at '%s'\n",
+                    shapes, s);
+            return 2;
         }
     } else
         for (auto &c : k_serving_cfg)

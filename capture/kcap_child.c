@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +86,95 @@ static void kill_adopted(void)
     }
 }
 
+/* The check's marks, for a check that SIGKILLs its own reaper (which then never runs
+ * kill_adopted) and so leaves its helpers to init: the collect finds them and kills them.
+ * Two marks, since /proc shows a process's environment as it was at its last exec:
+ * KCAP_CHECK_TOKEN=<pid.ns.count> in the environment the reaper and everything below it
+ * inherit (set only around the spawn's fork: seen in whatever the check execs), and a process
+ * name (comm, 15 characters from the token) given to the check's process before its body runs
+ * (seen in whatever it forks without exec). A helper that execs with a cleared environment, or
+ * renames itself, still escapes; a pid namespace of its own would hold it. */
+#define KCAP_TOKEN_VAR "KCAP_CHECK_TOKEN"
+static char g_token[64], g_comm[16];
+static pid_t g_token_reaper; /* the reaper the marks above belong to */
+
+/* 1 when the NUL-separated environment in fd holds exactly the entry `want` (read in chunks,
+ * an entry split across two reads included). */
+static int environ_has(int fd, const char *want)
+{
+    char buf[8192], cur[128];
+    size_t have = 0, wlen = strlen(want);
+    int skip = 0; /* the entry in progress is longer than any match */
+    ssize_t r;
+    while ((r = read(fd, buf, sizeof buf)) > 0)
+        for (ssize_t i = 0; i < r; i++) {
+            if (buf[i] == 0) {
+                if (!skip && have == wlen && memcmp(cur, want, wlen) == 0)
+                    return 1;
+                have = 0, skip = 0;
+            } else if (!skip && have < sizeof cur && have < wlen) {
+                cur[have++] = buf[i];
+            } else {
+                skip = 1;
+            }
+        }
+    return 0;
+}
+
+/* 1 when /proc/PID/comm is exactly `comm`. */
+static int comm_is(long pid, const char *comm)
+{
+    char path[64], buf[32];
+    snprintf(path, sizeof path, "/proc/%ld/comm", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    buf[strcspn(buf, "\n")] = 0;
+    return strcmp(buf, comm) == 0;
+}
+
+/* Kills every process carrying this check's marks (not the caller), in rounds while a round
+ * finds one (a killed helper's children carry them too), for at most ~1 s. */
+static void kill_token_holders(const char *token, const char *comm)
+{
+    char want[sizeof g_token + sizeof KCAP_TOKEN_VAR + 1];
+    snprintf(want, sizeof want, "%s=%s", KCAP_TOKEN_VAR, token);
+    const long self = (long)getpid();
+    const long long end = now_ms() + 1000;
+    if (!proc_is_ours())
+        return;
+    for (int round = 0; round < 50 && now_ms() < end; round++) {
+        DIR *d = opendir("/proc");
+        if (!d)
+            return;
+        int killed = 0;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            long pid = e->d_name[0] >= '1' && e->d_name[0] <= '9' ? atol(e->d_name) : 0;
+            if (!pid || pid == self)
+                continue;
+            char path[64];
+            snprintf(path, sizeof path, "/proc/%ld/environ", pid);
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                continue; /* gone, or another user's */
+            const int hit = environ_has(fd, want) || comm_is(pid, comm);
+            close(fd);
+            if (hit)
+                killed += kill((pid_t)pid, SIGKILL) == 0;
+        }
+        closedir(d);
+        if (!killed)
+            return;
+        usleep(5000);
+    }
+}
+
 /* KCAP_CHILD_STOP_SIGNALS: blocked across the fork (one that arrives meanwhile is delivered
  * in the parent, which knows the reaper by then) and set back to their default in the reaper
  * before they are unblocked, so the CLI's handler runs neither in the reaper nor in the check. */
@@ -148,6 +238,7 @@ static void reaper_main(pid_t parent, int rd, int wr, void (*body)(void *), void
             dup2(nul, STDIN_FILENO);
             close(nul);
         }
+        prctl(PR_SET_NAME, g_comm, 0, 0, 0); /* the check's mark for what it forks (g_comm) */
         sigprocmask(SIG_SETMASK, &old, NULL);
         body(arg);
         _exit(127);
@@ -205,9 +296,27 @@ pid_t kcap_child_spawn(int rd, int wr, void (*body)(void *), void *arg)
     sigset_t stops, before;
     stop_signals(&stops);
     sigprocmask(SIG_BLOCK, &stops, &before);
+    static unsigned count;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(g_token, sizeof g_token, "%ld.%lld.%u", (long)getpid(),
+             (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec, ++count);
+    uint64_t hsh = 1469598103934665603ull; /* FNV-1a of the token: the name's 13 hex digits */
+    for (const char *c = g_token; *c; c++)
+        hsh = (hsh ^ (unsigned char)*c) * 1099511628211ull;
+    snprintf(g_comm, sizeof g_comm, "kc%013llx", (unsigned long long)(hsh & 0xfffffffffffffull));
+    const char *had = getenv(KCAP_TOKEN_VAR); /* a CLI itself below a check keeps its own */
+    char *saved = had ? strdup(had) : NULL;
+    const int set = setenv(KCAP_TOKEN_VAR, g_token, 1) == 0;
     pid_t parent = getpid(), p = fork();
     if (p == 0)
         reaper_main(parent, rd, wr, body, arg, &before);
+    if (saved)
+        setenv(KCAP_TOKEN_VAR, saved, 1);
+    else
+        unsetenv(KCAP_TOKEN_VAR);
+    free(saved);
+    g_token_reaper = p > 0 && set ? p : 0;
     if (p > 0) {
         setpgid(p, p); /* as the reaper does, whichever runs first */
         g_reaper = p;
@@ -303,6 +412,10 @@ void kcap_child_collect(int p, int fd, int timeout_s, size_t max, char **out, in
         ;
     if (w == p)
         *status = st;
+    if (g_token_reaper == p) { /* what a reaper killed before its kill_adopted left behind */
+        g_token_reaper = 0;
+        kill_token_holders(g_token, g_comm);
+    }
     if (b)
         b[n] = 0;
     *out = b;

@@ -13,7 +13,9 @@
  * failure) is a reaper that leads its own process group, adopts whatever the body's process
  * leaves when it ends (setsid() or not: a child subreaper) and kills it, then ends as the
  * body's process did. rd, wr: a pipe's ends (or -1); the reaper closes both, the body keeps
- * wr. The caller is never a subreaper itself, so children it had are never touched. */
+ * wr. The caller is never a subreaper itself, so children it had are never touched. The
+ * check carries marks (KCAP_CHECK_TOKEN in its environment, a process name of its own) by
+ * which kcap_child_collect finds and kills what it left should it kill its reaper first. */
 pid_t kcap_child_spawn(int rd, int wr, void (*body)(void *), void *arg);
 
 /* A child's output and end: reads fd (the read end of the child's pipe; closed on return)

@@ -73,6 +73,64 @@ static void hup_body(void *arg)
     _exit(0);
 }
 
+/* A hostile check: starts a helper that leaves the group, says its pid, then SIGKILLs its own
+ * reaper (which so never runs its kill of what the check left). The helper must not outlive
+ * the collect: it carries the check's token. */
+static void reaper_killer_body(void *arg)
+{
+    const int wr = *(const int *)arg;
+    pid_t h = fork();
+    if (h == 0) {
+        setsid();
+        sleep(30);
+        _exit(0);
+    }
+    char buf[32];
+    int n = snprintf(buf, sizeof buf, "%d\n", (int)h);
+    if (write(wr, buf, (size_t)n) < 0)
+        _exit(3);
+    kill(getppid(), SIGKILL);
+    _exit(0);
+}
+
+/* The same through exec (as the replay gate's check is): a shell starts a setsid() helper,
+ * says its pid and SIGKILLs its reaper. */
+static void exec_reaper_killer_body(void *arg)
+{
+    const int wr = *(const int *)arg;
+    if (wr != STDOUT_FILENO)
+        dup2(wr, STDOUT_FILENO);
+    execl("/bin/sh", "sh", "-c", "setsid sleep 30 </dev/null >/dev/null 2>&1 & echo $!; kill -9 $PPID; sleep 1",
+          (char *)NULL);
+    _exit(127);
+}
+
+/* Spawns body (a helper-leaving check), collects it, and waits up to 2 s for the helper whose
+ * pid it wrote to be gone: 1 gone, 0 outlived (then killed here), -1 no pid read. */
+static int helper_gone_after(void (*body)(void *))
+{
+    int pfd[2], st = -1, late = 0;
+    if (pipe(pfd))
+        return -1;
+    pid_t p = kcap_child_spawn(pfd[0], pfd[1], body, &pfd[1]);
+    close(pfd[1]);
+    char *doc = NULL;
+    kcap_child_collect(p, pfd[0], 20, 256, &doc, &st, &late);
+    const pid_t h = doc ? (pid_t)atoi(doc) : 0;
+    free(doc);
+    if (h <= 0)
+        return -1;
+    int gone = 0;
+    for (int k = 0; k < 200 && !gone; k++) {
+        gone = kill(h, 0) != 0 && errno == ESRCH;
+        if (!gone)
+            usleep(10000);
+    }
+    if (!gone)
+        kill(h, SIGKILL);
+    return gone;
+}
+
 /* One check with the interrupt at `when` (0 before the spawn, 1 right after it, 2 never):
  * its wall time, its output, its status. */
 static double run(int when, char *out, size_t n, int *status)
@@ -116,26 +174,16 @@ int main(void)
              "check (it said '%s')", out);
     /* a SIGHUP to the reaper: it takes it like SIGTERM (kills the check), and still kills what
      * the check left behind */
-    int pfd[2];
-    if (pipe(pfd) == 0) {
-        pid_t p = kcap_child_spawn(pfd[0], pfd[1], hup_body, &pfd[1]);
-        close(pfd[1]);
-        char *doc = NULL;
-        int late = 0;
-        kcap_child_collect(p, pfd[0], 20, 256, &doc, &st, &late);
-        const pid_t h = doc ? (pid_t)atoi(doc) : 0;
-        free(doc);
-        int gone = 0;
-        for (int k = 0; h > 0 && k < 200 && !gone; k++) {
-            gone = kill(h, 0) != 0 && errno == ESRCH;
-            if (!gone)
-                usleep(10000);
-        }
-        TK_CHECK(h > 0 && gone, "SIGHUP to the reaper: the helper %d the check left %s", (int)h,
-                 gone ? "killed" : "outlived it");
-        if (h > 0 && !gone)
-            kill(h, SIGKILL);
-    }
+    int g = helper_gone_after(hup_body);
+    TK_CHECK(g == 1, "SIGHUP to the reaper: the helper the check left %s", g < 0 ? "said no pid" : g ? "was killed" : "outlived it");
+    /* a check that SIGKILLs its reaper: the collect finds the helper by the check's token */
+    g = helper_gone_after(reaper_killer_body);
+    TK_CHECK(g == 1, "reaper SIGKILLed by the check: its setsid() helper %s",
+             g < 0 ? "said no pid" : g ? "was killed" : "outlived the collect");
+    g = helper_gone_after(exec_reaper_killer_body);
+    TK_CHECK(g == 1, "reaper SIGKILLed by an exec'd check: its setsid() helper %s",
+             g < 0 ? "said no pid" : g ? "was killed" : "outlived the collect");
+    TK_CHECK(getenv("KCAP_CHECK_TOKEN") == NULL, "the CLI kept the check's token in its own environment");
     /* interrupted before the spawn and right after it (the interrupt then stays: kcap shadow
      * ends every check after it) */
     for (int when = 0; when < 2; when++) {

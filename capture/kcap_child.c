@@ -43,6 +43,40 @@ static int proc_is_ours(void)
     return atol(buf) == (long)getpid();
 }
 
+/* One pass over /proc: SIGKILLs every process but this one that pick() gives 1 for; those it
+ * gives 2 for (zombies) are only counted. -1 when /proc cannot be read. */
+typedef int (*proc_pick)(long pid, const void *ctx);
+static int kill_picked(proc_pick pick, const void *ctx, int *killed, int *zombies)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return -1;
+    const long self = (long)getpid();
+    *killed = *zombies = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long pid = e->d_name[0] >= '1' && e->d_name[0] <= '9' ? atol(e->d_name) : 0;
+        if (!pid || pid == self)
+            continue;
+        const int k = pick(pid, ctx);
+        if (k == 2)
+            (*zombies)++;
+        else if (k == 1)
+            *killed += kill((pid_t)pid, SIGKILL) == 0;
+    }
+    closedir(d);
+    return 0;
+}
+
+/* kill_adopted's pick: a child of the reaper (ctx: its pid), 2 for a zombie */
+static int pick_adopted(long pid, const void *ctx)
+{
+    kcap_proc_info pi;
+    if (kcap_proc_stat(pid, &pi) || pi.ppid != *(const long *)ctx)
+        return 0;
+    return pi.state == 'Z' ? 2 : 1;
+}
+
 /* In the reaper: what it adopted (a dead child's descendants, setsid() or not), killed and
  * reaped. In rounds, since a killed process's own children come to it next: each round waits
  * only for the processes it killed, so a chain of helpers costs a round per generation, not
@@ -56,22 +90,9 @@ static void kill_adopted(void)
     if (!proc_is_ours())
         return;
     for (int round = 0; round < 200 && now_ms() < end; round++) {
-        DIR *d = opendir("/proc");
-        if (!d)
+        int killed, zombies;
+        if (kill_picked(pick_adopted, &self, &killed, &zombies))
             return;
-        int killed = 0, zombies = 0;
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            kcap_proc_info pi;
-            long pid = e->d_name[0] >= '1' && e->d_name[0] <= '9' ? atol(e->d_name) : 0;
-            if (!pid || kcap_proc_stat(pid, &pi) || pi.ppid != self)
-                continue;
-            if (pi.state == 'Z')
-                zombies++;
-            else
-                killed += kill((pid_t)pid, SIGKILL) == 0;
-        }
-        closedir(d);
         for (int reaped = 0; reaped < killed + zombies && now_ms() < end;) {
             pid_t w = waitpid(-1, NULL, WNOHANG);
             if (w > 0)
@@ -138,38 +159,33 @@ static int comm_is(long pid, const char *comm)
     return strcmp(buf, comm) == 0;
 }
 
+/* kill_token_holders' pick: a process whose environment holds ctx[0] or whose name is ctx[1] */
+static int pick_marked(long pid, const void *ctx)
+{
+    const char *const *m = ctx;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/environ", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0; /* gone, or another user's */
+    const int hit = environ_has(fd, m[0]) || comm_is(pid, m[1]);
+    close(fd);
+    return hit;
+}
+
 /* Kills every process carrying this check's marks (not the caller), in rounds while a round
  * finds one (a killed helper's children carry them too), for at most ~1 s. */
 static void kill_token_holders(const char *token, const char *comm)
 {
     char want[sizeof g_token + sizeof KCAP_TOKEN_VAR + 1];
     snprintf(want, sizeof want, "%s=%s", KCAP_TOKEN_VAR, token);
-    const long self = (long)getpid();
+    const char *marks[2] = {want, comm};
     const long long end = now_ms() + 1000;
     if (!proc_is_ours())
         return;
     for (int round = 0; round < 50 && now_ms() < end; round++) {
-        DIR *d = opendir("/proc");
-        if (!d)
-            return;
-        int killed = 0;
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            long pid = e->d_name[0] >= '1' && e->d_name[0] <= '9' ? atol(e->d_name) : 0;
-            if (!pid || pid == self)
-                continue;
-            char path[64];
-            snprintf(path, sizeof path, "/proc/%ld/environ", pid);
-            int fd = open(path, O_RDONLY | O_CLOEXEC);
-            if (fd < 0)
-                continue; /* gone, or another user's */
-            const int hit = environ_has(fd, want) || comm_is(pid, comm);
-            close(fd);
-            if (hit)
-                killed += kill((pid_t)pid, SIGKILL) == 0;
-        }
-        closedir(d);
-        if (!killed)
+        int killed, zombies;
+        if (kill_picked(pick_marked, marks, &killed, &zombies) || !killed)
             return;
         usleep(5000);
     }

@@ -164,11 +164,13 @@ static int pick_marked(long pid, const void *ctx)
 {
     const char *const *m = ctx;
     char path[64];
+    if (comm_is(pid, m[1]))
+        return 1;
     snprintf(path, sizeof path, "/proc/%ld/environ", pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return 0; /* gone, or another user's */
-    const int hit = environ_has(fd, m[0]) || comm_is(pid, m[1]);
+        return 0; /* gone, another user's, or not dumpable (its name was looked at first) */
+    const int hit = environ_has(fd, m[0]);
     close(fd);
     return hit;
 }
@@ -323,16 +325,16 @@ pid_t kcap_child_spawn(int rd, int wr, void (*body)(void *), void *arg)
     snprintf(g_comm, sizeof g_comm, "kc%013llx", (unsigned long long)(hsh & 0xfffffffffffffull));
     const char *had = getenv(KCAP_TOKEN_VAR); /* a CLI itself below a check keeps its own */
     char *saved = had ? strdup(had) : NULL;
-    const int set = setenv(KCAP_TOKEN_VAR, g_token, 1) == 0;
+    const int set = (!had || saved) && setenv(KCAP_TOKEN_VAR, g_token, 1) == 0; /* else no token: the name alone */
     pid_t parent = getpid(), p = fork();
     if (p == 0)
         reaper_main(parent, rd, wr, body, arg, &before);
     if (saved)
         setenv(KCAP_TOKEN_VAR, saved, 1);
-    else
+    else if (set)
         unsetenv(KCAP_TOKEN_VAR);
     free(saved);
-    g_token_reaper = p > 0 && set ? p : 0;
+    g_token_reaper = p > 0 ? p : 0;
     if (p > 0) {
         setpgid(p, p); /* as the reaper does, whichever runs first */
         g_reaper = p;
@@ -428,9 +430,13 @@ void kcap_child_collect(int p, int fd, int timeout_s, size_t max, char **out, in
         ;
     if (w == p)
         *status = st;
-    if (g_token_reaper == p) { /* what a reaper killed before its kill_adopted left behind */
+    /* what a reaper killed before its kill_adopted left behind: only then is /proc read (a
+       process's environ can block while it holds its memory lock) */
+    const int reaper_killed = *timed_out || w != p || (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    if (g_token_reaper == p) {
         g_token_reaper = 0;
-        kill_token_holders(g_token, g_comm);
+        if (reaper_killed)
+            kill_token_holders(g_token, g_comm);
     }
     if (b)
         b[n] = 0;

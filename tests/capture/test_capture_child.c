@@ -53,12 +53,10 @@ static void check_body(void *arg)
     _exit(0);
 }
 
-/* A check that signals its reaper with SIGHUP (what the kernel sends an orphaned process group)
- * after starting a helper that leaves the group: says the helper's pid, then ends. The reaper
- * must live on to kill the helper it adopts. */
-static void hup_body(void *arg)
+/* In a check: starts a helper that leaves the group (setsid(), sleeps 30 s) and writes its pid
+ * on wr. */
+static void start_helper_and_say(int wr)
 {
-    const int wr = *(const int *)arg;
     pid_t h = fork();
     if (h == 0) {
         setsid();
@@ -69,6 +67,14 @@ static void hup_body(void *arg)
     int n = snprintf(buf, sizeof buf, "%d\n", (int)h);
     if (write(wr, buf, (size_t)n) < 0)
         _exit(3);
+}
+
+/* A check that signals its reaper with SIGHUP (what the kernel sends an orphaned process group)
+ * after starting a helper that leaves the group: says the helper's pid, then ends. The reaper
+ * must live on to kill the helper it adopts. */
+static void hup_body(void *arg)
+{
+    start_helper_and_say(*(const int *)arg);
     kill(getppid(), SIGHUP);
     usleep(200000);
     _exit(0);
@@ -76,20 +82,10 @@ static void hup_body(void *arg)
 
 /* A hostile check: starts a helper that leaves the group, says its pid, then SIGKILLs its own
  * reaper (which so never runs its kill of what the check left). The helper must not outlive
- * the collect: it carries the check's token. */
+ * the collect: it carries the check's marks. */
 static void reaper_killer_body(void *arg)
 {
-    const int wr = *(const int *)arg;
-    pid_t h = fork();
-    if (h == 0) {
-        setsid();
-        sleep(30);
-        _exit(0);
-    }
-    char buf[32];
-    int n = snprintf(buf, sizeof buf, "%d\n", (int)h);
-    if (write(wr, buf, (size_t)n) < 0)
-        _exit(3);
+    start_helper_and_say(*(const int *)arg);
     kill(getppid(), SIGKILL);
     _exit(0);
 }

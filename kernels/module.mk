@@ -87,5 +87,5 @@ $(TBIN)/vattn_dev: tests/kernels/vattn_dev.cu tests/kernels/vattn_dev_serving.cu
 	bash scripts/build_nvcc.sh prog $@ $(OBJ)/tests/kernels tests/kernels/vattn_dev.cu
 
 ALL_TARGETS += $(VATTN_CUDA_LIB) $(TBIN)/test_verify_gpu $(TBIN)/vattn_dev
-GPU_TESTS += $(TBIN)/test_verify_gpu
+GPU_TESTS += $(TBIN)/test_verify_gpu tests/kernels/test_verify_race_gpu.sh
 GPU_BENCHES += scripts/bench_gpu.sh

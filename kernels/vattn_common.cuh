@@ -272,6 +272,9 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int sr
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n"); }
+/* Waits for this thread's committed cp.async groups only: copies issued since its last commit
+ * (v8's KV copies, tracked by an mbarrier instead) are not waited for. */
+__device__ __forceinline__ void cp_async_wait_committed() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
 /* Draft keys of request b that no query with a row in block row chunk mc (bm rows) sees
  * (mask: the request's mask source, vattn_mask): hidden[d] = 1 for draft key d (warp 0 writes

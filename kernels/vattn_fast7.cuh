@@ -402,9 +402,11 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
             if (warp == lead) {
                 /* indices of tile j+2 landed: range-checked into the slot ring (group 1 copies
                  * the tile after its P V of tile j; KS: this group) and its rows start into L2;
-                 * tile j+3's (KS: j+4's) indices are requested. KS: this warp also loads KV, so
-                 * the wait includes its copies of tile j (landed by the full wait below anyway) */
-                cp_async_wait_all();
+                 * tile j+3's (KS: j+4's) indices are requested. KS: this warp also loads KV;
+                 * its copies of tile j, issued after its last commit, are left to the full
+                 * wait below (waiting for them here put the index work behind the tile's
+                 * landing on every tile) */
+                cp_async_wait_committed();
                 const uint16_t *r2 =
                     vattn_idx_row(p, sm, (j + 2) % IDX_RING, lane + (j + 2) * BN, rel_end, rel_pre, b, lane);
                 sm.rows[(j + 2) & 3][lane] = r2;
@@ -548,6 +550,18 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
             mbar_wait(&sm.empty[stage], (j >> 1) & 1);      /* group 0's too */
             v7_load_tile(p, sm, stage, j + 2, tid - 128);
         }
+    }
+    if (KS && grp == 1 && (ntiles & 1)) {
+        /* With an odd tile count group 0 ran one tile more, so three block-level barrier
+         * instructions more (pair, publish, refill) than group 1. Group 1 runs the same three
+         * on its own ids, which orders nothing: compute-sanitizer racecheck matches barrier
+         * intervals by each warp's count of barriers, so with unequal counts it reported
+         * every access of vattn_ks_merge's hand-off (ordered by its __syncthreads) as a hazard
+         * (184,320 on nanv-h8-q4-v8; 0 on the even case even-h8-q4-v8) */
+        bar_sync_named(V7_BAR_PAIR + rg, 64);
+        bar_red_or_named(V7_BAR_PUBLISH + grp, 128, 0);
+        if (ntiles >= 3)
+            bar_sync_named(V7_BAR_G1 + grp, 128);
     }
     if (t4 == 0) {
         sm.m[Rw] = m_run;

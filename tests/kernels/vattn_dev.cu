@@ -219,6 +219,11 @@ struct Problem {
     float *lse;
     void *ws;
     size_t ws_bytes;
+    /* the production library's workspace, kept by with_ws: its reference entry point checks the
+     * workspace against the production plan, which a dev-forced kernel's plan may undercut
+     * (v3 forced at (1,16,16,185000): 16 splits against v7's 33, VATTN_ERR_WORKSPACE) */
+    void *ref_ws;
+    size_t ref_ws_bytes;
     int64_t total, kv_len;
 };
 
@@ -284,6 +289,8 @@ static void make_problem(Problem &P, int bs, int H, int ql, int prefix, int fp16
     P.ws = NULL;
     if (P.ws_bytes)
         CK(cudaMalloc(&P.ws, P.ws_bytes));
+    P.ref_ws = P.ws;
+    P.ref_ws_bytes = P.ws_bytes;
     CK(cudaDeviceSynchronize());
 }
 
@@ -304,7 +311,8 @@ static void run_or_die(vattn_fn fn, Problem &P, uint16_t *o)
 {
     vattn_args a = P.a;
     a.o = o;
-    int rc = fn(&a, P.ws, P.ws_bytes, NULL);
+    const bool ref = fn == g_ref;
+    int rc = fn(&a, ref ? P.ref_ws : P.ws, ref ? P.ref_ws_bytes : P.ws_bytes, NULL);
     if (rc) {
         fprintf(stderr, "vattn call failed: %d (%s)\n", rc, g_status(rc));
         exit(1);

@@ -25,19 +25,13 @@ if [ "${1:-}" = final ]; then
         tail -5 "$out/make_all.log"
         make -j16 build/lib/libverify_attn.so build/lib/libverify_attn_cpu.so build/tests/libverify_attn_dev.so \
             build/tests/test_verify_gpu build/tests/vattn_dev >"$out/build.log" 2>&1 || { tail -30 "$out/build.log"; exit 1; }
-        V=1 bash scripts/run_tests.sh build/tests/test_verify_gpu 2>&1 | tee "$out/test_gpu.txt" |
+        V=1 bash scripts/run_tests.sh build/tests/test_verify_gpu tests/kernels/test_verify_race_gpu.sh 2>&1 | tee "$out/test_gpu.txt" |
             grep -E "^(PASS|FAIL|SKIP) |passed|checks failed"
         BENCH_OUT=$out bash scripts/bench_gpu.sh 2>&1 | tee "$out/bench_gpu.txt" | grep -v "^csv"
     fi
     VATTN_VARIANT=7 timeout 300 build/tests/test_verify_gpu >"$out/test_gpu_v7.txt" 2>&1
     echo "test_verify_gpu with v7 forced on every case: $(tail -1 "$out/test_gpu_v7.txt")"
-    # shared-memory hazards (compute-sanitizer racecheck) of both fast kernels on one short case
-    san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
-    for v in 7 8 3; do
-        VATTN_VARIANT=$v timeout 100 "$san" --tool racecheck --racecheck-report hazard \
-            build/tests/test_verify_gpu h32-q7 >"$out/racecheck_v$v.txt" 2>&1
-        echo "racecheck v$v rc=$?: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck_v$v.txt" | head -2 | tr '\n' ' ')$(tail -1 "$out/racecheck_v$v.txt")"
-    done
+    # racecheck / synccheck of every fast kernel: tests/kernels/test_verify_race_gpu.sh, run above
     cuobjdump --list-elf build/lib/libverify_attn.so
     cuobjdump --dump-sass build/lib/libverify_attn.so >"$out/sass.txt" 2>&1
     awk '/code for sm_/{a=$3} /Function :/{f=a" "$3} /HMMA/{h[f]++} /HGMMA/{g[f]++} /LDL|STL/{l[f]++}
@@ -93,18 +87,8 @@ for what in "$@"; do
             echo "racecheck v$v rc=$?: $(grep -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$out/racecheck_v$v.txt" | head -2 | tr '\n' ' ')$(grep -E 'checks failed' "$out/racecheck_v$v.txt")"
         done ;;
     race8)
-        # v8's open racecheck report (docs/PERF.md, twelfth session): racecheck on a case whose
-        # every block has an even tile count (both groups run the same trip count) against the
-        # ragged one, and synccheck (barrier misuse) on both
-        san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
-        for c in even-h8-q4-v8 nanv-h8-q4-v8; do
-            for tool in racecheck synccheck; do
-                extra=(); [ $tool = racecheck ] && extra=(--racecheck-report hazard)
-                VATTN_VARIANT=8 timeout 150 "$san" --tool $tool "${extra[@]}" build/tests/test_verify_gpu $c \
-                    >"$out/${tool}_v8_$c.txt" 2>&1
-                echo "$tool v8 $c rc=$?: $(grep -E 'SUMMARY' "$out/${tool}_v8_$c.txt" | head -2 | tr '\n' ' ')$(grep -E 'checks failed' "$out/${tool}_v8_$c.txt")"
-            done
-        done ;;
+        # racecheck + synccheck of v3, v7, v8 on the ragged and even v8 cases (the make test-gpu test)
+        bash tests/kernels/test_verify_race_gpu.sh 2>&1 | tee "$out/race.txt" ;;
     torch)
         timeout 300 python3 scripts/bench_gpu_torch.py "$out/bench.log" >"$out/bench_table.md" 2>&1
         cat "$out/bench_table.md" ;;

@@ -113,7 +113,8 @@ bench: all
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
 
 bench-gpu: all $(GPU_PREREQS)
-	@for b in $(GPU_BENCHES); do echo "== $$b"; $$b || exit 1; done
+	@for b in $(GPU_BENCHES); do echo "== $$b"; t0=$$(date +%s); $$b || exit 1; \
+	  echo "== $$b: $$(( $$(date +%s) - t0 )) s"; done
 
 demo: all
 	@bash scripts/demo.sh

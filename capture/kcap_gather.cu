@@ -18,10 +18,12 @@
  * kcap_ring_ctl     the host's changes to the ring (its memory, the graph budget), made under
  *                   the same lock, so no gate ever sees half of a change.
  * kcap_shadow_cmp   shadow mode (kcap_shadow_cmp.cuh): production outputs against the
- *                   candidate's, on the call's stream, with replay's rules; its last block
- *                   publishes the result to mapped host memory and runs the gate itself
- *                   (only divergent calls are staged), and kcap_stage_both stages both
- *                   phases in one launch.
+ *                   candidate's, on the call's stream, with replay's rules; the result goes
+ *                   to mapped host memory and the gate runs (only divergent calls are
+ *                   staged) in its one block, or, for a multi-block compare, in the
+ *                   kcap_stage_both launch after it (kcap_cmp_join), which stages both
+ *                   phases in one launch; kcap_shadow_poison fills the candidate's outputs
+ *                   before it runs.
  */
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -316,17 +318,6 @@ __device__ static int kcap_stage_run(const struct kcap_stage_args &a, int tail)
 
 extern "C" __global__ void kcap_stage(struct kcap_stage_args a) { kcap_stage_run(a, 1); }
 
-/* Shadow mode: both phases in one launch (inputs and outputs are all ready after the compare),
- * one node less per call. The copies write disjoint parts of the region; phase 1's tail
- * counts blocks that finished both. */
-extern "C" __global__ void kcap_stage_both(struct kcap_stage_args in, struct kcap_stage_args out)
-{
-    if (kcap_stage_run(in, 0)) {
-        __syncthreads(); /* s_valid and friends are read again by phase 1 */
-        kcap_stage_run(out, 1);
-    }
-}
-
 /* The host's changes to the ring, under its lock. op 0: graph_limit = v0. op 1: memory
  * base = v0, cap = v1 (the ring is empty: head = tail). op 2: take the memory away if no
  * region is in flight; out[0] = 1 when done. op 3: revoke the graph budget (graph_limit =
@@ -363,19 +354,3 @@ extern "C" __global__ void kcap_ring_ctl(unsigned long long ringp, int op, unsig
 
 /* ---- shadow mode: the compare kernel (its layouts and launch plan: kcap_shadow_cmp.h) ---- */
 #include "kcap_shadow_cmp.cuh"
-
-/* Shadow mode: the candidate's outputs poisoned (0xFF bytes: NaN in bf16, fp16 and fp32)
- * before it runs, so a candidate that writes nothing is seen as NaN, never as agreement.
- * A kernel of ours rather than a memset, so that inside a CUDA graph the candidate's nodes
- * are exactly those between this node and the compare's (kcap_graphexec.c takes them all
- * out of a clean twin). */
-extern "C" __global__ void kcap_shadow_poison(unsigned long long dst, unsigned long long bytes)
-{
-    unsigned char *d = (unsigned char *)dst;
-    unsigned long long words = bytes / 16, stride = (unsigned long long)gridDim.x * blockDim.x;
-    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < words; i += stride)
-        ((uint4 *)d)[i] = make_uint4(~0u, ~0u, ~0u, ~0u);
-    for (unsigned long long i = words * 16 + (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-         i < bytes; i += stride)
-        d[i] = 0xFF;
-}

@@ -224,9 +224,12 @@ int kcap_shadow_cmp_view(const kcap_layout *lay, const size_t *off, kcmp_args *c
 void kcap_shadow_cmp_rebase(kcmp_args *ca, CUdeviceptr cand);
 void kcap_shadow_site_args(ksite *s, const kcap_call_desc *d, const void *a, const kcap_layout *lay,
                            CUdeviceptr cand, const size_t *off);
-CUresult kcap_shadow_poison_launch(kring *r, CUdeviceptr p, size_t bytes, CUstream st);
+/* The poison fill of the candidate's outputs; it also resets the compare totals at cmp_dev
+ * (the site's kcmp_dev), which a deferred compare leaves to its staging kernel. */
+CUresult kcap_shadow_poison_launch(kring *r, CUdeviceptr p, size_t bytes, CUdeviceptr cmp_dev, CUstream st);
 /* After the candidate: the compare, whose publishing block runs the gate (only a divergent call is
- * staged), then both staging phases in one launch (kcap_stage_both). force: an eager call;
+ * staged), then both staging phases in one launch (kcap_stage_both); a multi-block compare
+ * leaves its join, publish and gate to that staging kernel (ca->defer). force: an eager call;
  * stage 0: the compare alone, no gate (a failed candidate's graph nodes: nothing is staged). */
 CUresult kcap_shadow_judge_launch(kring *r, ksite *s, int sid, int force, kcmp_args *ca, int stage,
                                   CUstream st);

@@ -146,6 +146,14 @@ CUresult kcap_shadow_judge_launch(kring *r, ksite *s, int sid, int force, kcmp_a
     void *cp[] = {ca, &in}, *sp[] = {&in, &out};
     unsigned threads, blocks;
     kcap_cmp_plan_args(ca, r->nblocks, r->nblocks / KCAP_STAGE_BLOCKS_PER_SM, &threads, &blocks);
+    /* a multi-block compare followed by staging leaves its join to the staging kernel: the
+       kernel boundary replaces its block count (kcap_cmp_join; the poison fill before the
+       candidate reset the totals) */
+    ca->defer = stage && blocks > 1;
+    if (ca->defer) {
+        in.cmp_dev = ca->dev, in.cmp_out = ca->out;
+        in.cmp_nt = ca->nt, in.cmp_gen = ca->gen;
+    }
     CUresult e = r->cu->cuLaunchKernel(r->cmp, blocks, 1, 1, threads, 1, 1, 0, st, cp, NULL);
     if (e == CUDA_SUCCESS && stage) /* enough threads to stream the KV rows; agreeing, they exit at once */
         e = r->cu->cuLaunchKernel(r->stage_both, (unsigned)r->nblocks, 1, 1, KCAP_STAGE_THREADS, 1, 1, 0,
@@ -153,10 +161,10 @@ CUresult kcap_shadow_judge_launch(kring *r, ksite *s, int sid, int force, kcmp_a
     return e;
 }
 
-CUresult kcap_shadow_poison_launch(kring *r, CUdeviceptr p, size_t bytes, CUstream st)
+CUresult kcap_shadow_poison_launch(kring *r, CUdeviceptr p, size_t bytes, CUdeviceptr cmp_dev, CUstream st)
 {
-    unsigned long long dst = p, n = bytes;
-    void *params[] = {&dst, &n};
+    unsigned long long dst = p, n = bytes, dev = cmp_dev;
+    void *params[] = {&dst, &n, &dev};
     size_t want = (bytes / 16 + KCAP_POISON_THREADS - 1) / KCAP_POISON_THREADS;
     unsigned blocks = want < 1 ? 1 : want > (size_t)r->nblocks ? (unsigned)r->nblocks : (unsigned)want;
     return r->cu->cuLaunchKernel(r->poison, blocks, 1, 1, KCAP_POISON_THREADS, 1, 1, 0, st, params, NULL);
@@ -173,7 +181,7 @@ CUresult kcap_shadow_eager_chain(kring *r, ksite *s, int sid, CUstream st, int *
 {
     const kcap_cu *cu = r->cu;
     *cst = KCAP_CALL_OK;
-    CUresult e = kcap_shadow_poison_launch(r, s->cand, s->cand_out, st);
+    CUresult e = kcap_shadow_poison_launch(r, s->cand, s->cand_out, s->ca.dev, st);
     void *cws = s->cand_wsb ? (void *)(uintptr_t)(s->cand + s->cand_out) : NULL;
     time_mark(cu, s, 2, st);
     /* the candidate gets a copy: what it changes in it never reaches the drainer's reading of
@@ -310,6 +318,9 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
     }
     if (e == CUDA_SUCCESS)
         e = cu->cuEventRecord(s->done, st);
+    else /* what was queued (a compare adding into the site's totals) must end before the site
+            is taken again: kcap_eager_free waits for this event */
+        cu->cuEventRecord(s->done, st);
     if (e == CUDA_SUCCESS)
         kcap_shadow_async_warm(sl->call, cand_gen);
     int ours = e != CUDA_SUCCESS && atomic_exchange(&s->pending, 0);

@@ -245,7 +245,7 @@ int kcap_gpu_shadow_graph(kring *r, kcap_slot *sl, const void *a, void *ws, size
         atomic_fetch_add(&kcap_g_stats.skipped_invalid, 1);
         return -1;
     }
-    CUresult e = kcap_shadow_poison_launch(r, buf, out_bytes, st);
+    CUresult e = kcap_shadow_poison_launch(r, buf, out_bytes, ca.dev, st);
     /* relaxed, as in its trial: a call that mode allows cannot invalidate the host's graph */
     int cst = KCAP_CALL_OK;
     if (e == CUDA_SUCCESS) { /* on a copy: what it changes never reaches the drainer's s->cargs */

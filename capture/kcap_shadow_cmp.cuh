@@ -19,13 +19,18 @@
  *     tensors; beyond one block, many blocks of one load a thread (more, smaller blocks beat
  *     fewer with more loads a thread at every size measured);
  *   - a call whose outputs fit one block (≤ 32 KB) is judged and published by that block: no
- *     atomics or block count; larger calls add the block totals atomically, each block's
- *     thread 0 counts its block with one acquire-release atomic (no separate fences), and the
- *     last block's thread 0 reads the totals and publishes. That cross-block step still costs
- *     1.7–2.0 µs (bench_shadow_kernels' probes: ~1.0 the count, 0.1–0.3 the data atomics,
- *     ~0.7 the last block's reads); fence, count, fence cost 0.3–0.6 µs more, and neither
- *     per-block slots nor a cluster's pre-reduction through distributed shared memory was
- *     faster (docs/PERF.md);
+ *     atomics or block count. Larger calls add the block totals atomically; before staging
+ *     (every shadowed call whose candidate ran: kcap_cmp_args.defer) that is all the compare
+ *     does, and the staging kernel after it, whose blocks start only once every compare block
+ *     has ended, reads the totals, publishes and runs the gate (kcap_cmp_join): the kernel
+ *     boundary the chain has anyway replaces a block count (compare's share of a call 3.8–4.2
+ *     µs at the golden multi-block shapes against 5.0–5.2 with its own join, H200). Without
+ *     staging (a failed candidate's graph nodes, the dev harness) each block's thread 0 counts
+ *     its block with one acquire-release atomic and the last block's thread 0 reads the
+ *     totals and publishes: that step costs 1.7–2.0 µs (bench_shadow_kernels' probes: ~1.0
+ *     the count, 0.1–0.3 the data atomics, ~0.7 the last block's reads); fence, count, fence
+ *     cost 0.3–0.6 µs more, and neither per-block slots nor a cluster's pre-reduction through
+ *     distributed shared memory was faster (docs/PERF.md);
  *   - one block barrier for the block's totals (a multi-block call adds one before its
  *     count): each warp folds its lanes by shuffles of 32-bit quantities into a shared slot,
  *     then warp k folds tensor k's slots; the running totals are read at the kernel's start,
@@ -43,7 +48,7 @@
  *     1.0–1.4 with an eager gate (bench_shadow_kernels' publish probes, docs/PERF.md).
  * What is left of a one-block compare is ~1.6 µs of fixed cost (a compare of no tensor: the
  * node itself, 0.75 µs, the running totals' read and the writes) and the scan; a multi-block
- * call adds its cross-block step.
+ * call adds its data atomics (and, joining itself, its cross-block step).
  *
  * Where it reports otherwise than replay's double judge (the counts and the verdict agree;
  * only the worst element and the largest difference can differ, and a divergent call is
@@ -265,14 +270,14 @@ __device__ static inline unsigned long long kcap_cmp_worst(const struct kcap_cmp
  * after the stream. The site the gate writes is read by the staging kernel, after this
  * launch's end. */
 template <int POL>
-__device__ static void kcap_cmp_publish(const struct kcap_cmp_args &a, const struct kcap_stage_args &g,
-                                        const struct kcap_cmp_acc *acc, unsigned long long compared,
-                                        unsigned long long diverged)
+__device__ static int kcap_cmp_publish_to(unsigned long long devp, unsigned long long outp, int nt, unsigned int gen,
+                                          const struct kcap_stage_args &g, const struct kcap_cmp_acc *acc,
+                                          unsigned long long compared, unsigned long long diverged)
 {
-    struct kcap_cmp_dev *dev = (struct kcap_cmp_dev *)a.dev;
-    struct kcap_cmp_out *out = (struct kcap_cmp_out *)a.out;
+    struct kcap_cmp_dev *dev = (struct kcap_cmp_dev *)devp;
+    struct kcap_cmp_out *out = (struct kcap_cmp_out *)outp;
     int divergent = 0;
-    for (int k = 0; k < a.nt; k++) {
+    for (int k = 0; k < nt; k++) {
         struct kcap_cmp_res *res = &out->t[k];
         unsigned long long w = acc[k].worst;
         res->nonfinite = acc[k].nonfinite;
@@ -294,7 +299,7 @@ __device__ static void kcap_cmp_publish(const struct kcap_cmp_args &a, const str
     if (POL & KCAP_CMP_POL_PREV)
         __threadfence_system();
     VOL(unsigned long long, out->tally) = KCAP_CMP_TALLY(compared, diverged);
-    VOL(unsigned long long, out->verdict) = KCAP_CMP_VERDICT(a.gen, divergent);
+    VOL(unsigned long long, out->verdict) = KCAP_CMP_VERDICT(gen, divergent);
     if (gate)
         kcap_gate_outcome(g, valid);
     if (g.ring && (POL & KCAP_CMP_POL_PREV)) {
@@ -303,6 +308,15 @@ __device__ static void kcap_cmp_publish(const struct kcap_cmp_args &a, const str
             __threadfence_system();
         __threadfence();
     }
+    return valid;
+}
+
+template <int POL>
+__device__ static void kcap_cmp_publish(const struct kcap_cmp_args &a, const struct kcap_stage_args &g,
+                                        const struct kcap_cmp_acc *acc, unsigned long long compared,
+                                        unsigned long long diverged)
+{
+    kcap_cmp_publish_to<POL>(a.dev, a.out, a.nt, a.gen, g, acc, compared, diverged);
 }
 
 /* This block's totals of each tensor, launched as kcap_shadow_cmp.h says (global warp w works
@@ -415,7 +429,7 @@ __device__ static void kcap_cmp_run(const struct kcap_cmp_args &a, const struct 
     /* the running totals, read now so that the publisher does not wait for them at the end
        (only the previous launch, which has ended, wrote them) */
     unsigned long long compared = 0, diverged = 0;
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0 && !a.defer)
         compared = VOL(unsigned long long, dev->compared), diverged = VOL(unsigned long long, dev->diverged);
     kcap_cmp_block_totals<VPT>(a, s_acc);
     if (gridDim.x == 1) { /* the block's totals are the call's */
@@ -426,6 +440,8 @@ __device__ static void kcap_cmp_run(const struct kcap_cmp_args &a, const struct 
     }
     if (warp < a.nt && lane == 0) /* into the call's totals */
         kcap_cmp_acc_atomic(&dev->t[warp], &s_acc[warp]);
+    if (a.defer) /* the staging kernel after this launch's end joins the blocks (kcap_cmp_join) */
+        return;
     __syncthreads(); /* every warp's totals are in before thread 0 counts the block */
     if (threadIdx.x == 0 && kcap_cmp_count(&dev->blocks_done) == gridDim.x - 1)
         kcap_cmp_publish_totals<POL>(a, g, compared, diverged);
@@ -435,4 +451,110 @@ extern "C" __global__ void __launch_bounds__(KCAP_CMP_THREADS)
     kcap_shadow_cmp(struct kcap_cmp_args a, struct kcap_stage_args g)
 {
     kcap_cmp_run<KCAP_CMP_VPT, 0>(a, g);
+}
+
+/* A deferred compare's join (kcap_cmp_args.defer), by thread 0 of every block of the staging
+ * kernel that follows it on the stream: the compare's blocks have all ended, so their totals
+ * are complete without a block count (what the compare's own join costs: an acquire-release
+ * count and the last block's reads, 1.6-1.9 µs at the golden multi-block shapes, H200). Every
+ * block reads them and finds the same verdict. Agreeing (the usual case): block 0 publishes
+ * as the compare would (kcap_cmp_publish_to, the gate with nothing wanted) and every block
+ * leaves, with no atomic. Divergent: the block that draws ticket 0 publishes and runs the gate
+ * (it places the region and writes the site), then sets `decided`; the others wait for it,
+ * which cannot hang: that block is running, and waits for no other block of this grid. The
+ * poison fill before the next candidate resets the totals, ticket and decided (the totals
+ * are read by every block here, so no block of this grid may reset them). Returns whether
+ * the call is divergent (then the block stages, reading the site the gate wrote). */
+#define KCAP_CMP_JOIN_WAIT_NS 20000000ull /* 20 ms: the gate of one call takes microseconds */
+__device__ static int kcap_cmp_join(const struct kcap_stage_args &in)
+{
+    struct kcap_cmp_dev *dev = (struct kcap_cmp_dev *)in.cmp_dev;
+    struct kcap_cmp_acc acc[KCAP_CMP_MAX];
+    unsigned long long compared = 0, diverged = 0;
+    if (blockIdx.x == 0)
+        compared = VOL(unsigned long long, dev->compared), diverged = VOL(unsigned long long, dev->diverged);
+    int divergent = 0;
+    for (int k = 0; k < in.cmp_nt && k < KCAP_CMP_MAX; k++) {
+        const struct kcap_cmp_acc *d = &dev->t[k];
+        acc[k].nonfinite = VOL(unsigned long long, d->nonfinite);
+        acc[k].beyond = VOL(unsigned long long, d->beyond);
+        acc[k].first_nonfinite = VOL(unsigned long long, d->first_nonfinite);
+        acc[k].worst = VOL(unsigned long long, d->worst);
+        acc[k].max_abs = VOL(unsigned long long, d->max_abs);
+        divergent |= acc[k].nonfinite != 0 || acc[k].beyond != 0;
+    }
+    if (!divergent) {
+        if (blockIdx.x == 0)
+            kcap_cmp_publish_to<0>(in.cmp_dev, in.cmp_out, in.cmp_nt, in.cmp_gen, in, acc, compared, diverged);
+        return 0;
+    }
+    if (atomicAdd(&dev->ticket, 1u) == 0u) {
+        if (blockIdx.x != 0)
+            compared = VOL(unsigned long long, dev->compared), diverged = VOL(unsigned long long, dev->diverged);
+        kcap_cmp_publish_to<0>(in.cmp_dev, in.cmp_out, in.cmp_nt, in.cmp_gen, in, acc, compared, diverged);
+        __threadfence(); /* the site before the flag */
+        atomicExch(&dev->decided, 1u);
+    } else {
+        /* bounded, so that no stream can hang here: two executables of one captured graph
+           replayed at once share the slot (kcap_shadow_cmp.h), and the other's poison fill may
+           reset the flag after it was set; such a call's snapshot may then be wrong (README,
+           Known limits), its stream goes on */
+        unsigned long long t0, t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+        do {
+            if (VOL(unsigned int, dev->decided) != 0u)
+                break;
+            __nanosleep(64);
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        } while (t - t0 < KCAP_CMP_JOIN_WAIT_NS);
+        __threadfence(); /* the flag before the site */
+    }
+    return 1;
+}
+
+/* Shadow mode: both phases in one launch (inputs and outputs are all ready after the compare),
+ * one node less per call, after a deferred compare its join too. The copies write disjoint
+ * parts of the region; phase 1's tail counts blocks that finished both. */
+extern "C" __global__ void kcap_stage_both(struct kcap_stage_args in, struct kcap_stage_args out)
+{
+    if (in.cmp_dev) {
+        __shared__ int s_go;
+        if (threadIdx.x == 0)
+            s_go = kcap_cmp_join(in);
+        __syncthreads();
+        if (!s_go)
+            return;
+    }
+    if (kcap_stage_run(in, 0)) {
+        __syncthreads(); /* s_valid and friends are read again by phase 1 */
+        kcap_stage_run(out, 1);
+    }
+}
+
+/* Shadow mode: the candidate's outputs poisoned (0xFF bytes: NaN in bf16, fp16 and fp32)
+ * before it runs, so a candidate that writes nothing is seen as NaN, never as agreement.
+ * A kernel of ours rather than a memset, so that inside a CUDA graph the candidate's nodes
+ * are exactly those between this node and the compare's (kcap_graphexec.c takes them all
+ * out of a clean twin). cmp_dev (0: none): the site's compare totals, reset here for a
+ * deferred compare (kcap_cmp_join), which leaves them to its staging kernel. */
+extern "C" __global__ void kcap_shadow_poison(unsigned long long dst, unsigned long long bytes,
+                                              unsigned long long cmp_dev)
+{
+    if (cmp_dev && blockIdx.x == 0 && threadIdx.x == 0) {
+        struct kcap_cmp_dev *dev = (struct kcap_cmp_dev *)cmp_dev;
+        for (int k = 0; k < KCAP_CMP_MAX; k++) {
+            struct kcap_cmp_acc *d = &dev->t[k];
+            d->nonfinite = d->beyond = d->worst = d->max_abs = 0;
+            d->first_nonfinite = ~0ull;
+        }
+        dev->ticket = 0;
+        dev->decided = 0;
+    }
+    unsigned char *d = (unsigned char *)dst;
+    unsigned long long words = bytes / 16, stride = (unsigned long long)gridDim.x * blockDim.x;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < words; i += stride)
+        ((uint4 *)d)[i] = make_uint4(~0u, ~0u, ~0u, ~0u);
+    for (unsigned long long i = words * 16 + (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+         i < bytes; i += stride)
+        d[i] = 0xFF;
 }

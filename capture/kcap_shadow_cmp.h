@@ -39,10 +39,14 @@ struct kcap_cmp_acc {
 struct kcap_cmp_dev { /* per site, device memory; zero except first_nonfinite = ~0 */
     struct kcap_cmp_acc t[KCAP_CMP_MAX];
     unsigned int blocks_done;
-    int pad;
+    /* a joined call that diverged: the staging block that takes ticket 0 publishes and runs
+       the gate, then sets `decided`; the poison fill resets both (kcap_cmp_join) */
+    unsigned int ticket;
     /* the running totals of kcap_cmp_out, kept here: the compare only writes host memory
        (a read of mapped memory is a PCIe round trip) */
     unsigned long long compared, diverged;
+    unsigned int decided;
+    int pad;
 };
 
 struct kcap_cmp_res {
@@ -89,7 +93,10 @@ struct kcap_cmp_args {
     unsigned int gen;
     struct kcap_cmp_tensor t[KCAP_CMP_MAX];
     int warp0[KCAP_CMP_MAX + 1]; /* kcap_cmp_plan: tensor k's warps are [warp0[k], warp0[k+1]) */
-    int pad;
+    /* 1: a multi-block compare whose staging kernel joins it: the blocks only add their totals
+       to dev, and kcap_stage_both (args cmp_*) reads them, publishes and runs the gate; the
+       poison fill before the candidate resets them. 0: the compare joins its blocks itself */
+    int defer;
 };
 
 /* bytes[k]: tensor k's bytes; vpt: loads a thread issues at once; max_threads: the block size

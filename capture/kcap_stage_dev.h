@@ -41,6 +41,12 @@ struct kcap_stage_args {
     int site_id;
     int force;                  /* eager call the host already chose: no graph budget */
     unsigned int gen;           /* the host's launch number of this site (eager) */
+    /* shadow mode, phase 0 of kcap_stage_both after a deferred compare (kcap_cmp_args.defer):
+       its totals (struct kcap_cmp_dev *), results (struct kcap_cmp_out *, mapped host), tensor
+       count and gen; cmp_dev 0: the compare published and ran the gate itself */
+    unsigned long long cmp_dev, cmp_out;
+    int cmp_nt;
+    unsigned int cmp_gen;
     struct kcap_seg seg[KCAP_MAX_SEGS];
 };
 

@@ -244,7 +244,13 @@ static void expect(int ok, const char *shape_name, const char *what, const char 
     }
 }
 
-/* One compare (no gate) by variant v on the current candidate, its result against the judge. */
+static void verify_result(const shape &s, bufs &b, const char *kn, const char *label);
+
+/* One compare (no gate) by variant v on the current candidate, its result against the judge.
+ * The site's totals are reset first by the poison fill with nothing to poison, as libkcap's
+ * fill before every candidate resets them: a deferred compare (check_chain, the timings)
+ * leaves them to its staging kernel, and a compare that joins its own blocks starts from
+ * them. */
 static void check_once(const shape &s, bufs &b, const cmp_variant &v, long long max_blocks, const char *label,
                        int fixed = 0, long long max_warps = 0)
 {
@@ -253,8 +259,90 @@ static void check_once(const shape &s, bufs &b, const cmp_variant &v, long long 
     kcap_stage_args nogate;
     memset(&nogate, 0, sizeof nogate);
     memset((void *)b.out, 0, sizeof *b.out);
+    kcap_shadow_poison<<<1, KCAP_POISON_THREADS>>>(0, 0, a.dev);
     launch_cmp(v, a, nogate, max_blocks, 0, fixed, max_warps);
     CK(cudaDeviceSynchronize());
+    verify_result(s, b, v.name, label);
+}
+
+/* libkcap's compare as kcap_shadow_judge_launch queues it before staging: a multi-block compare
+ * deferred (kcap_cmp_args.defer) and joined by kcap_stage_both, after the poison fill's reset of
+ * the totals (here with nothing to poison). The ring has no memory, so a divergent call's gate
+ * stages nothing, but its join still takes the ticket and waits for `decided`. eager: the gate
+ * reports the outcome to mapped memory, checked too. Returns the grid. */
+static unsigned chain_queue(const shape &s, bufs &b, const kcap_stage_args &in0, const kcap_stage_args &out,
+                            unsigned nblocks, cudaStream_t q, unsigned long long poison_dst = 0,
+                            unsigned long long poison_bytes = 0, unsigned pb = 1)
+{
+    kcap_cmp_args a;
+    fill_args(s, b, &a);
+    unsigned threads, blocks;
+    kcap_cmp_plan_args(&a, nblocks, nblocks / KCAP_STAGE_BLOCKS_PER_SM, &threads, &blocks);
+    kcap_stage_args in = in0;
+    a.defer = blocks > 1;
+    if (a.defer)
+        in.cmp_dev = a.dev, in.cmp_out = a.out, in.cmp_nt = a.nt, in.cmp_gen = a.gen;
+    kcap_shadow_poison<<<pb, KCAP_POISON_THREADS, 0, q>>>(poison_dst, poison_bytes, a.dev);
+    kcap_shadow_cmp<<<blocks, threads, 0, q>>>(a, in);
+    kcap_stage_both<<<nblocks, KCAP_STAGE_THREADS, 0, q>>>(in, out);
+    return blocks;
+}
+
+/* A gate and staging that never capture: a ring with no memory, a site not valid, an eager
+ * outcome word in mapped memory. */
+struct idle_ring {
+    kcap_ring_dev *ring;
+    kcap_site_dev *site;
+    unsigned long long *outcome, *outcome_d;
+};
+static idle_ring idle_ring_make()
+{
+    idle_ring r;
+    CK(cudaMalloc(&r.ring, sizeof *r.ring));
+    CK(cudaMalloc(&r.site, sizeof *r.site));
+    CK(cudaMemset(r.ring, 0, sizeof *r.ring));
+    CK(cudaMemset(r.site, 0, sizeof *r.site));
+    CK(cudaHostAlloc(&r.outcome, 8, cudaHostAllocMapped));
+    CK(cudaHostGetDevicePointer((void **)&r.outcome_d, r.outcome, 0));
+    *r.outcome = 0;
+    return r;
+}
+static void idle_ring_free(idle_ring &r)
+{
+    cudaFreeHost(r.outcome);
+    cudaFree(r.ring), cudaFree(r.site);
+}
+
+static void check_chain(const shape &s, bufs &b, unsigned nblocks, const char *label, int eager)
+{
+    idle_ring ir = idle_ring_make();
+    kcap_ring_dev *ring = ir.ring;
+    kcap_site_dev *site = ir.site;
+    unsigned long long *outcome = ir.outcome, *outcome_d = ir.outcome_d;
+    kcap_stage_args in, out;
+    memset(&in, 0, sizeof in);
+    in.ring = (unsigned long long)ring, in.site = (unsigned long long)site, in.gen = 1;
+    if (eager)
+        in.force = 1, in.outcome = (unsigned long long)outcome_d;
+    out = in;
+    out.phase = 1, out.outcome = 0;
+    memset((void *)b.out, 0, sizeof *b.out);
+    unsigned blocks = chain_queue(s, b, in, out, nblocks, 0);
+    CK(cudaDeviceSynchronize());
+    char what[160];
+    snprintf(what, sizeof what, "%s (chain: %s, %s gate)", label, blocks > 1 ? "joined by staging" : "one block",
+             eager ? "eager" : "graph");
+    verify_result(s, b, "libkcap", what);
+    if (eager) {
+        snprintf(what, sizeof what, "%s: eager outcome %#llx, want %#llx", label, *outcome, 1ull << 1);
+        expect(*outcome == (1ull << 1), s.name, what, "libkcap chain"); /* gen 1, nothing staged */
+    }
+    idle_ring_free(ir);
+}
+
+/* b.out against the double judge of the current buffers. */
+static void verify_result(const shape &s, bufs &b, const char *kn, const char *label)
+{
     std::vector<unsigned short> po(b.no), co(b.no);
     std::vector<float> pl(b.nl), cl(b.nl);
     CK(cudaMemcpy(po.data(), b.prod_o, b.no * 2, cudaMemcpyDeviceToHost));
@@ -269,7 +357,6 @@ static void check_once(const shape &s, bufs &b, const cmp_variant &v, long long 
     for (long long i = 0; i < b.nl; i++)
         gl[i] = cl[i], wl[i] = pl[i];
     ref_res rl = judge(gl.data(), wl.data(), b.nl, kLseAtol, kLseRtol);
-    const char *kn = v.name;
     char what[256];
     ref_res want[2] = {ro, rl};
     const double *gs[2] = {g.data(), gl.data()}, *ws[2] = {w.data(), wl.data()};
@@ -405,8 +492,14 @@ int main(int argc, char **argv)
                 check_once(s, b, v, nblocks, "planted");
             for (const cmp_variant &v : kPlanProbe)
                 check_once(s, b, v, nblocks, "planted", 1);
+            check_chain(s, b, nblocks, "planted", 0);
+            check_chain(s, b, nblocks, "planted", 1);
             CK(cudaMemset(b.cand_o, 0xff, b.no * 2)); /* a candidate that wrote nothing */
             check_once(s, b, kLib, nblocks, "poisoned");
+            check_chain(s, b, nblocks, "poisoned", 1);
+            upload(); /* agreeing after divergent ones: the poison fill's reset of the totals */
+            check_chain(s, b, nblocks, "agreeing after divergent", 0);
+            check_chain(s, b, nblocks, "agreeing after divergent", 1);
         }
         upload();
         if (!only_check) {
@@ -415,17 +508,16 @@ int main(int argc, char **argv)
             unsigned long long bytes = (unsigned long long)b.no * 2;
             unsigned pb = (unsigned)std::min<unsigned long long>(std::max<unsigned long long>(
                 (bytes / 16 + KCAP_POISON_THREADS - 1) / KCAP_POISON_THREADS, 1), nblocks);
-            unsigned long long pdst = (unsigned long long)b.cand_o;
-            /* gate + staging that do not capture: a ring with no memory, a site not valid */
-            kcap_ring_dev *ring;
-            kcap_site_dev *site;
-            unsigned long long *outcome, *outcome_d;
-            CK(cudaMalloc(&ring, sizeof *ring));
-            CK(cudaMalloc(&site, sizeof *site));
-            CK(cudaMemset(ring, 0, sizeof *ring));
-            CK(cudaMemset(site, 0, sizeof *site));
-            CK(cudaHostAlloc(&outcome, 8, cudaHostAllocMapped));
-            CK(cudaHostGetDevicePointer((void **)&outcome_d, outcome, 0));
+            /* the chains' poison fills a scratch buffer of the outputs' size: the candidate's
+               outputs stay as uploaded (agreeing, the usual call), as when a candidate rewrites
+               them after the fill (poisoning them here timed a divergent call's chain) */
+            void *scratch;
+            CK(cudaMalloc(&scratch, bytes));
+            unsigned long long pdst = (unsigned long long)scratch, pcand = (unsigned long long)b.cand_o;
+            idle_ring ir = idle_ring_make();
+            kcap_ring_dev *ring = ir.ring;
+            kcap_site_dev *site = ir.site;
+            unsigned long long *outcome_d = ir.outcome_d;
             kcap_stage_args in, out, nogate;
             memset(&in, 0, sizeof in);
             memset(&nogate, 0, sizeof nogate);
@@ -472,26 +564,46 @@ int main(int argc, char **argv)
             cudaFree(dout);
             double t_cmpg = time_nodes(st, [&](cudaStream_t q) { launch_cmp(kLib, a, in, nblocks, q); });
             double t_poison = time_nodes(st, [&](cudaStream_t q) {
-                kcap_shadow_poison<<<pb, KCAP_POISON_THREADS, 0, q>>>(pdst, bytes); });
+                kcap_shadow_poison<<<pb, KCAP_POISON_THREADS, 0, q>>>(pdst, bytes, 0); });
             double t_stage = time_nodes(st, [&](cudaStream_t q) {
                 kcap_stage_both<<<nblocks, KCAP_STAGE_THREADS, 0, q>>>(in, out); });
+            /* the chain as libkcap queues it (kcap_shadow_judge_launch): a multi-block compare
+               joined by the staging kernel */
             double t_graph = time_nodes(st, [&](cudaStream_t q) { /* what a graph call adds */
-                kcap_shadow_poison<<<pb, KCAP_POISON_THREADS, 0, q>>>(pdst, bytes);
+                chain_queue(s, b, in, out, nblocks, q, pdst, bytes, pb); });
+            double t_eager = time_nodes(st, [&](cudaStream_t q) { /* an eager call: the gate's outcome */
+                chain_queue(s, b, in_eager, out, nblocks, q, pdst, bytes, pb); });
+            /* the same with the compare joining its own blocks (as before the deferred join) */
+            double t_graph_self = time_nodes(st, [&](cudaStream_t q) {
+                kcap_shadow_poison<<<pb, KCAP_POISON_THREADS, 0, q>>>(pdst, bytes, a.dev);
                 launch_cmp(kLib, a, in, nblocks, q);
                 kcap_stage_both<<<nblocks, KCAP_STAGE_THREADS, 0, q>>>(in, out); });
-            double t_eager = time_nodes(st, [&](cudaStream_t q) { /* an eager call: the gate's outcome */
-                kcap_shadow_poison<<<pb, KCAP_POISON_THREADS, 0, q>>>(pdst, bytes);
+            double t_eager_self = time_nodes(st, [&](cudaStream_t q) {
+                kcap_shadow_poison<<<pb, KCAP_POISON_THREADS, 0, q>>>(pdst, bytes, a.dev);
                 launch_cmp(kLib, a, in_eager, nblocks, q);
                 kcap_stage_both<<<nblocks, KCAP_STAGE_THREADS, 0, q>>>(in_eager, out); });
             printf("[%-28s] o %7.1f KB | empty %5.2f | compare %5.2f, with gate %5.2f (grid %u) | poison %5.2f | "
                    "stage_both (idle) %5.2f | per call: graph %5.2f, eager %5.2f us\n",
                    s.name, bytes / 1024.0, t_empty, t_cmp, t_cmpg, g_new, t_poison, t_stage, t_graph, t_eager);
+            double t_graph_div = time_nodes(st, [&](cudaStream_t q) { /* poisoned candidate: divergent */
+                chain_queue(s, b, in, out, nblocks, q, pcand, bytes, pb); });
+            double t_graph_self_div = time_nodes(st, [&](cudaStream_t q) {
+                kcap_shadow_poison<<<pb, KCAP_POISON_THREADS, 0, q>>>(pcand, bytes, a.dev);
+                launch_cmp(kLib, a, in, nblocks, q);
+                kcap_stage_both<<<nblocks, KCAP_STAGE_THREADS, 0, q>>>(in, out); });
+            printf("[%-28s]   divergent call (candidate poisoned, ring without memory): per call graph %5.2f, "
+                   "compare joining its own blocks %5.2f us\n", s.name, t_graph_div, t_graph_self_div);
+            printf("[%-28s]   compare's share of a call (per call - poison - idle staging): graph %5.2f, eager "
+                   "%5.2f us | compare joining its own blocks: per call graph %5.2f, eager %5.2f, share %5.2f / "
+                   "%5.2f us\n", s.name, t_graph - t_poison - t_stage, t_eager - t_poison - t_stage, t_graph_self,
+                   t_eager_self, t_graph_self - t_poison - t_stage, t_eager_self - t_poison - t_stage);
             printf("[%-28s]   compare, results to device memory instead of mapped host memory %5.2f us\n",
                    s.name, t_cmp_dev);
-            cudaFreeHost(outcome);
-            cudaFree(ring), cudaFree(site);
+            idle_ring_free(ir);
+            cudaFree(scratch);
             upload();
-            check_once(s, b, kLib, nblocks, "after timing"); /* its accumulators reset each launch */
+            check_once(s, b, kLib, nblocks, "after timing");
+            check_chain(s, b, nblocks, "after timing", 0); /* its accumulators reset each launch */
         }
         cudaFree(b.prod_o), cudaFree(b.cand_o), cudaFree(b.prod_l), cudaFree(b.cand_l), cudaFree(b.dev);
         cudaFreeHost(b.out);

@@ -28,7 +28,7 @@ static struct {
     CUstream st;
     int by_worker;             /* launched by a thread other than main's */
     unsigned long long h[3];   /* stream memory operations: address, value, flags */
-    unsigned long long a0, a1; /* poison: dst, bytes */
+    unsigned long long a0, a1, a2; /* poison: dst, bytes, the compare totals it resets */
     kcmp_args cmp;
     kstage_args gate;          /* the compare's: the gate its last block runs (ring 0: none) */
     kstage_args in, out;       /* kcap_stage_both's two phases */
@@ -41,6 +41,7 @@ static int write_never; /* 1: the GPU never runs the write of the word a stream 
 static unsigned long long last_wait_addr;
 static char fn_poison, fn_cmp, fn_stage_both, fn_wait, fn_write; /* their addresses are the CUfunctions
                                                                     (wait, write: the memory operations) */
+static CUfunction fail_launch_of; /* f_launch refuses launches of this function */
 static pthread_t main_thread;
 
 static CUresult CUDAAPI f_info3(CUstream s, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
@@ -134,6 +135,12 @@ static CUresult CUDAAPI f_launch(CUfunction f, unsigned gx, unsigned gy, unsigne
         pthread_mutex_unlock(&g_fake_lock);
         return CUDA_ERROR_INVALID_VALUE;
     }
+    if (f == fail_launch_of) { /* a launch the test makes fail (recorded, then refused) */
+        L[nl].f = f;
+        L[nl++].st = st;
+        pthread_mutex_unlock(&g_fake_lock);
+        return CUDA_ERROR_LAUNCH_FAILED;
+    }
     L[nl].f = f;
     L[nl].st = st;
     L[nl].by_worker = !pthread_equal(pthread_self(), main_thread);
@@ -147,6 +154,7 @@ static CUresult CUDAAPI f_launch(CUfunction f, unsigned gx, unsigned gy, unsigne
     if (f == (CUfunction)&fn_poison) {
         L[nl].a0 = *(unsigned long long *)params[0];
         L[nl].a1 = *(unsigned long long *)params[1];
+        L[nl].a2 = *(unsigned long long *)params[2];
     } else if (f == (CUfunction)&fn_cmp) {
         L[nl].cmp = *(kcmp_args *)params[0];
         L[nl].gate = *(kstage_args *)params[1];

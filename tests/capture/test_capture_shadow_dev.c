@@ -118,6 +118,10 @@ int main(int argc, char **argv)
                  ca->t[1].prod == (uintptr_t)a.lse && ca->t[1].cand == (uintptr_t)cand_got.lse &&
                  ca->t[0].dtype == 0 && ca->t[1].dtype == 2 && ca->t[0].rows == 2 * 4 * 16,
              "the compare views: production o / lse against the candidate's");
+    TK_CHECK(ca->defer == 1 && ca->dev && L[2].in.cmp_dev == ca->dev && L[2].in.cmp_out == ca->out &&
+                 L[2].in.cmp_nt == 2 && L[2].in.cmp_gen == ca->gen && !L[2].out.cmp_dev && L[0].a2 == ca->dev,
+             "a multi-block compare (128 KB of o) is joined by the staging kernel, whose phase 0 gets its "
+             "totals, and the poison before the candidate resets them");
     TK_CHECK(L[1].gate.ring && L[1].gate.phase == 0 && L[1].gate.site == L[2].in.site && !L[1].gate.force &&
                  L[1].gate.lost == (uintptr_t)&kcap_gslot_out(&g_r, 0)->lost,
              "the compare gates this site's phase 0 and counts divergences it cannot stage as lost");
@@ -136,13 +140,17 @@ int main(int argc, char **argv)
     TK_CHECK(h == 2 && L[0].a0 != buf && n_alloc == allocs + 1, "a larger call: a new buffer");
     h = shadow_call(&sl, &a, (CUstream)0x52, &status, &failed);
     TK_CHECK(h == 2 && L[0].a0 != buf, "another capture: its own buffer");
+    vattn_args small = call_args(1, 2); /* 8 KB of o: one block */
+    h = shadow_call(&sl, &small, st, &status, &failed);
+    TK_CHECK(h == 2 && nl == 3 && !L[1].cmp.defer && !L[2].in.cmp_dev && L[0].a2 == L[1].cmp.dev,
+             "a one-block compare publishes and gates itself: the staging kernel gets no totals");
 
     /* 3. a failing candidate: no gate, never counted; a rejected call: nothing of ours */
     cand_status = 3;
     h = shadow_call(&sl, &a, st, &status, &failed);
     ksite *fs = kcap_site(&g_r, g_r.nsites - 1);
     TK_CHECK(h == -1 && failed == 3 && status == 0 && nl == 2 && L[1].f == (CUfunction)&fn_cmp && !L[1].gate.ring &&
-                 !fs->shadow,
+                 !L[1].cmp.defer && !fs->shadow,
              "failing candidate: poison and compare close its nodes, no gate, the site unjudged");
     cand_status = 0;
     prod_status = 7;
@@ -232,6 +240,7 @@ int main(int argc, char **argv)
     capture_active = 0;
     atomic_store(&g_r.base, 0x4000); /* the ring's memory, as the drainer allocates it */
     g_sites[0].done = (CUevent)0xd0; /* made with the ring in kcap_gpu.c */
+    g_r.cmp_dev = 0x7000000; /* the eager sites' compare totals (device memory, never read here) */
     nl = 0, nrec = 0;
     int np2 = n_prod;
     h = kcap_gpu_shadow(&sl, &a, NULL, 0, st, 9, cand, 4096, 5, &status, &failed);
@@ -242,6 +251,9 @@ int main(int argc, char **argv)
                  es->shadow && es->cand_gen == 5 && atomic_load(&es->pending),
              "eager: poison, compare, gated staging, 4 timing events and the done event (%d launches, %d records)", nl, nrec);
     TK_CHECK((uintptr_t)cand_got.o == es->cand && L[0].a0 == es->cand, "eager: the candidate writes the site's buffer");
+    TK_CHECK(L[1].cmp.defer == 1 && L[1].cmp.dev == g_r.cmp_dev && L[2].in.cmp_dev == L[1].cmp.dev &&
+                 L[0].a2 == L[1].cmp.dev && L[2].in.cmp_out == L[1].cmp.out && L[2].in.cmp_gen == L[1].cmp.gen,
+             "eager: the staging kernel joins the compare (its totals at the site's kcmp_dev)");
     atomic_store(&es->pending, 0); /* as the drainer would settle it */
     cand_status = 4;
     nl = 0, nrec = 0;
@@ -251,6 +263,16 @@ int main(int argc, char **argv)
              "eager, failing candidate (the second eager call: not timed, 1 call in 8 is): the done event "
              "recorded before the site is given back, no compare");
     cand_status = 0;
+    fail_launch_of = (CUfunction)&fn_stage_both; /* the compare queued, its staging refused */
+    nl = 0, nrec = 0;
+    h = kcap_gpu_shadow(&sl, &a, NULL, 0, st, 11, cand, 4096, 5, &status, &failed);
+    TK_CHECK(h == -1 && status == 0 && nl == 3 && L[1].f == (CUfunction)&fn_cmp && L[1].cmp.defer == 1 &&
+                 nrec >= 1 && recorded[nrec - 1] == es->done && !atomic_load(&es->pending) &&
+                 atomic_load(&es->launched),
+             "eager, staging launch refused after a deferred compare: the done event still recorded "
+             "(the site is not taken again before the compare has run), the call given back (h %d, %d "
+             "launches, %d records)", h, nl, nrec);
+    fail_launch_of = NULL;
 
     /* 9. the drainer's reading of an eager call's outcome and verdict: the compare writes them
        with no fence between, so an outcome seen before its verdict waits for it */

@@ -7,10 +7,12 @@
  * as NaN, never as agreement); the candidate's entry point on a copy of the args whose output
  * and workspace pointers are this site's buffers (it never writes service memory; it reads
  * the service's inputs, which the production call does not modify); kcap_shadow_cmp
- * (kcap_shadow_cmp.cuh: replay's rules, the result to mapped host memory), whose last block is
+ * (kcap_shadow_cmp.cuh: replay's rules, the result to mapped host memory), whose publisher is
  * the gate: it stages the call only when it found a divergence; then kcap_stage_both, both
- * staging phases in one launch, the candidate's outputs included. Agreeing calls cost the
- * candidate + poison + compare + one kernel that exits at once (bench_shadow_kernels.cu); the
+ * staging phases in one launch, the candidate's outputs included. A multi-block compare leaves
+ * its join, publish and gate to kcap_stage_both (kcap_cmp_join), and the poison fill resets
+ * its totals. Agreeing calls cost the candidate + poison + compare + one kernel that exits at
+ * once (bench_shadow_kernels.cu); the
  * drainer (kcap_gpu_drain.c) settles them from the compare's result and rebuilds divergent
  * ones with both output sets.
  *

@@ -5,9 +5,10 @@
  *
  * In capture order on the host's stream, after the production call: kcap_shadow_poison on the
  * candidate's outputs, the candidate's entry point (its kernels become nodes), kcap_shadow_cmp
- * into this site's compare slot, whose last block is the gate (it stages the replay only when
- * it found a divergence and the graph budget has a unit), and kcap_stage_both, which stages
- * inputs and both output sets. The compare keeps running totals in mapped host memory
+ * into this site's compare slot, whose publisher is the gate (it stages the replay only when
+ * it found a divergence and the graph budget has a unit; a multi-block compare's publisher is
+ * block 0 of the staging kernel, kcap_cmp_join), and kcap_stage_both, which stages inputs and
+ * both output sets. The compare keeps running totals in mapped host memory
  * (replays compared, found divergent; the gate adds divergent replays it could not stage), and
  * the drainer reports their growth per site (kcap_gpu_shadow_graph_settle); a staged divergence
  * reaches it as a doorbell and is rebuilt as for an eager call.

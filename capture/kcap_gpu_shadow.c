@@ -318,11 +318,11 @@ int kcap_gpu_shadow(kcap_slot *sl, const void *a, void *ws, size_t wsb, void *st
         site_release(s);
         return -1;
     }
+    /* also after a failed launch: what was queued (a compare adding into the site's totals)
+       must end before the site is taken again, and kcap_eager_free waits for this event */
+    CUresult er = cu->cuEventRecord(s->done, st);
     if (e == CUDA_SUCCESS)
-        e = cu->cuEventRecord(s->done, st);
-    else /* what was queued (a compare adding into the site's totals) must end before the site
-            is taken again: kcap_eager_free waits for this event */
-        cu->cuEventRecord(s->done, st);
+        e = er;
     if (e == CUDA_SUCCESS)
         kcap_shadow_async_warm(sl->call, cand_gen);
     int ours = e != CUDA_SUCCESS && atomic_exchange(&s->pending, 0);

@@ -395,26 +395,41 @@ __device__ static inline unsigned long long kcap_cmp_ld_relaxed_gpu(const unsign
 /* The last block's thread 0: the call's totals (every block's, acquired by its count) read,
  * published, then reset for the next launch (which runs after this one's end), after the
  * publish so that the drainer's words are written first. */
-template <int POL>
-__device__ static void kcap_cmp_publish_totals(const struct kcap_cmp_args &a, const struct kcap_stage_args &g,
-                                               unsigned long long compared, unsigned long long diverged)
+/* The call's totals of nt tensors into acc (GPU-scope loads); whether any is divergent. */
+__device__ static int kcap_cmp_read_totals(const struct kcap_cmp_dev *dev, int nt, struct kcap_cmp_acc *acc)
 {
-    struct kcap_cmp_dev *dev = (struct kcap_cmp_dev *)a.dev;
-    struct kcap_cmp_acc acc[KCAP_CMP_MAX];
-    for (int k = 0; k < a.nt; k++) {
+    int divergent = 0;
+    for (int k = 0; k < nt && k < KCAP_CMP_MAX; k++) {
         const struct kcap_cmp_acc *d = &dev->t[k];
         acc[k].nonfinite = kcap_cmp_ld_relaxed_gpu(&d->nonfinite);
         acc[k].beyond = kcap_cmp_ld_relaxed_gpu(&d->beyond);
         acc[k].first_nonfinite = kcap_cmp_ld_relaxed_gpu(&d->first_nonfinite);
         acc[k].worst = kcap_cmp_ld_relaxed_gpu(&d->worst);
         acc[k].max_abs = kcap_cmp_ld_relaxed_gpu(&d->max_abs);
+        divergent |= acc[k].nonfinite != 0 || acc[k].beyond != 0;
     }
-    kcap_cmp_publish<POL>(a, g, acc, compared, diverged);
-    for (int k = 0; k < a.nt; k++) {
+    return divergent;
+}
+
+/* The totals of nt tensors back to their neutral values (first_nonfinite ~0, the rest 0). */
+__device__ static void kcap_cmp_reset_totals(struct kcap_cmp_dev *dev, int nt)
+{
+    for (int k = 0; k < nt; k++) {
         struct kcap_cmp_acc *d = &dev->t[k];
         d->nonfinite = d->beyond = d->worst = d->max_abs = 0;
         d->first_nonfinite = ~0ull;
     }
+}
+
+template <int POL>
+__device__ static void kcap_cmp_publish_totals(const struct kcap_cmp_args &a, const struct kcap_stage_args &g,
+                                               unsigned long long compared, unsigned long long diverged)
+{
+    struct kcap_cmp_dev *dev = (struct kcap_cmp_dev *)a.dev;
+    struct kcap_cmp_acc acc[KCAP_CMP_MAX];
+    kcap_cmp_read_totals(dev, a.nt, acc);
+    kcap_cmp_publish<POL>(a, g, acc, compared, diverged);
+    kcap_cmp_reset_totals(dev, a.nt);
     dev->blocks_done = 0;
 }
 
@@ -460,8 +475,9 @@ extern "C" __global__ void __launch_bounds__(KCAP_CMP_THREADS)
  * block reads them and finds the same verdict. Agreeing (the usual case): block 0 publishes
  * as the compare would (kcap_cmp_publish_to, the gate with nothing wanted) and every block
  * leaves, with no atomic. Divergent: the block that draws ticket 0 publishes and runs the gate
- * (it places the region and writes the site), then sets `decided`; the others wait for it,
- * which cannot hang: that block is running, and waits for no other block of this grid. The
+ * (it places the region and writes the site), then sets `decided`; the others wait for it:
+ * that block is running and waits for no other block of this grid, and the wait is bounded
+ * anyway (KCAP_CMP_JOIN_WAIT_NS: a slot shared by concurrent replays). The
  * poison fill before the next candidate resets the totals, ticket and decided (the totals
  * are read by every block here, so no block of this grid may reset them). Returns whether
  * the call is divergent (then the block stages, reading the site the gate wrote). */
@@ -473,17 +489,7 @@ __device__ static int kcap_cmp_join(const struct kcap_stage_args &in)
     unsigned long long compared = 0, diverged = 0;
     if (blockIdx.x == 0)
         compared = VOL(unsigned long long, dev->compared), diverged = VOL(unsigned long long, dev->diverged);
-    int divergent = 0;
-    for (int k = 0; k < in.cmp_nt && k < KCAP_CMP_MAX; k++) {
-        const struct kcap_cmp_acc *d = &dev->t[k];
-        acc[k].nonfinite = VOL(unsigned long long, d->nonfinite);
-        acc[k].beyond = VOL(unsigned long long, d->beyond);
-        acc[k].first_nonfinite = VOL(unsigned long long, d->first_nonfinite);
-        acc[k].worst = VOL(unsigned long long, d->worst);
-        acc[k].max_abs = VOL(unsigned long long, d->max_abs);
-        divergent |= acc[k].nonfinite != 0 || acc[k].beyond != 0;
-    }
-    if (!divergent) {
+    if (!kcap_cmp_read_totals(dev, in.cmp_nt, acc)) {
         if (blockIdx.x == 0)
             kcap_cmp_publish_to<0>(in.cmp_dev, in.cmp_out, in.cmp_nt, in.cmp_gen, in, acc, compared, diverged);
         return 0;
@@ -542,11 +548,7 @@ extern "C" __global__ void kcap_shadow_poison(unsigned long long dst, unsigned l
 {
     if (cmp_dev && blockIdx.x == 0 && threadIdx.x == 0) {
         struct kcap_cmp_dev *dev = (struct kcap_cmp_dev *)cmp_dev;
-        for (int k = 0; k < KCAP_CMP_MAX; k++) {
-            struct kcap_cmp_acc *d = &dev->t[k];
-            d->nonfinite = d->beyond = d->worst = d->max_abs = 0;
-            d->first_nonfinite = ~0ull;
-        }
+        kcap_cmp_reset_totals(dev, KCAP_CMP_MAX);
         dev->ticket = 0;
         dev->decided = 0;
     }

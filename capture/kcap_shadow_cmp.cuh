@@ -392,9 +392,6 @@ __device__ static inline unsigned long long kcap_cmp_ld_relaxed_gpu(const unsign
     return v;
 }
 
-/* The last block's thread 0: the call's totals (every block's, acquired by its count) read,
- * published, then reset for the next launch (which runs after this one's end), after the
- * publish so that the drainer's words are written first. */
 /* The call's totals of nt tensors into acc (GPU-scope loads); whether any is divergent. */
 __device__ static int kcap_cmp_read_totals(const struct kcap_cmp_dev *dev, int nt, struct kcap_cmp_acc *acc)
 {
@@ -421,6 +418,9 @@ __device__ static void kcap_cmp_reset_totals(struct kcap_cmp_dev *dev, int nt)
     }
 }
 
+/* The last block's thread 0: the call's totals (every block's, acquired by its count) read,
+ * published, then reset for the next launch (which runs after this one's end), after the
+ * publish so that the drainer's words are written first. */
 template <int POL>
 __device__ static void kcap_cmp_publish_totals(const struct kcap_cmp_args &a, const struct kcap_stage_args &g,
                                                unsigned long long compared, unsigned long long diverged)

@@ -76,6 +76,12 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
     if (p.dev_stage == 1) /* timing variant: the launch alone */
         return;
 #endif
+    /* Q fragments: rows qrg*16 + g (+8), columns kh*256 + ks*16 + (2*t4 | 2*t4+8). KS = 1: loaded
+     * first, since they depend on nothing the prologue reads: they travel while kv_indptr,
+     * kv_indices and the first tile make their dependent round trips (as v3 does) */
+    uint32_t qf[KSTEPS7][4];
+    if (KS)
+        v7_load_q(p, qf, mc * BMB + qrg * 16, b, kh, lane);
     const VattnBlockKeys bk = vattn_block_keys(p, b, sp);
     const int64_t start = bk.start, prefix = bk.prefix, key_begin = bk.key_begin, key_end = bk.key_end;
     const int ntiles = bk.ntiles;
@@ -137,21 +143,10 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
             v7_load_tile(p, sm, 1, 1, tid - 128);
     }
 
-    /* Q fragments: rows rg*16 + g (+8), columns kh*256 + ks*16 + (2*t4 | 2*t4+8) */
-    uint32_t qf[KSTEPS7][4];
-#pragma unroll
-    for (int hr = 0; hr < 2; hr++) {
-        const int r = mc * BMB + qrg * 16 + g + hr * 8;
-        const uint32_t *src = nullptr;
-        if (r < p.M)
-            src = reinterpret_cast<const uint32_t *>(p.q + ((int64_t)b * p.q_len + r / p.H) * p.q_st +
-                                                     (r % p.H) * p.q_sh + kh * (KSTEPS7 * 16));
-#pragma unroll
-        for (int ks = 0; ks < KSTEPS7; ks++) {
-            qf[ks][hr] = src ? src[ks * 8 + t4] : 0u;
-            qf[ks][hr + 2] = src ? src[ks * 8 + 4 + t4] : 0u;
-        }
-    }
+    /* KS = 0: the Q fragments are loaded here, after the first tiles' copies were issued (loaded
+     * first, as KS = 1 does, v7's loop ran 0.6-1.4 % slower on every long config: docs/PERF.md) */
+    if (!KS)
+        v7_load_q(p, qf, mc * BMB + qrg * 16, b, kh, lane);
 
     float oacc[2][16][4];
 #pragma unroll

@@ -182,6 +182,27 @@ __device__ __forceinline__ void v7_sweep_bases(uint32_t row_addr, int a, int b, 
         base[q] = row_addr + ((8 * a + (b ^ (r7 & 1)) + 2 * (q ^ (r7 >> 1))) << 4);
 }
 
+/* This lane's Q fragments (A operand of m16n8k16) for the 16 block rows from r0 (rows r0 + g,
+ * r0 + g + 8), latent columns of k-half kh (kh * 256 + ks * 16 + 2 t4 | + 8); rows past M are 0. */
+__device__ __forceinline__ void v7_load_q(const VattnParams &p, uint32_t (&qf)[KSTEPS7][4], int r0, int b, int kh,
+                                          int lane)
+{
+    const int g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+    for (int hr = 0; hr < 2; hr++) {
+        const int r = r0 + g + hr * 8;
+        const uint32_t *src = nullptr;
+        if (r < p.M)
+            src = reinterpret_cast<const uint32_t *>(p.q + ((int64_t)b * p.q_len + r / p.H) * p.q_st +
+                                                     (r % p.H) * p.q_sh + kh * (KSTEPS7 * 16));
+#pragma unroll
+        for (int ks = 0; ks < KSTEPS7; ks++) {
+            qf[ks][hr] = src ? src[ks * 8 + t4] : 0u;
+            qf[ks][hr + 2] = src ? src[ks * 8 + 4 + t4] : 0u;
+        }
+    }
+}
+
 /* Group 1 (t = tid - 128): rows t >> 3 and +16 of tile `tile`, chunks (t & 7) + 8 i (stored
  * at 8 i + ((t & 7) ^ (row & 7)): the same immediate offsets for every i). */
 __device__ __forceinline__ void v7_load_tile(const VattnParams &p, FastSmem7 &sm, int stage, int tile, int t)

@@ -22,7 +22,9 @@ namespace {
  * Tried for issue 16: G = 4 from 12 splits and an L1 prefetch of the partials before the
  * (m, l) pass: no gain where it was meant to help, +1.4-2.9 us where the rows are many (13-15
  * splits of 128-512 rows, docs/PERF.md): at serving sizes the combine is bound by the bytes of
- * the partials (written back from a dirty L2 and read again), not by its load batches.
+ * the partials (written back from a dirty L2 and read again), not by its load batches. Nor did
+ * 16 loads in flight per thread instead of 8 (G = 1; fifteenth session: within ±0.3 us on
+ * every serving row, e.g. 9.2 / 8.9 us at (1,8,2,512) against 8.9 for 8).
  * Launched with programmatic dependent launch (vattn_pdl_wait). */
 constexpr int COMBINE_MAX_SPLITS = 1024; /* vattn_plan caps nsplit at this */
 constexpr int COMBINE_WIDE_SPLITS = 64;

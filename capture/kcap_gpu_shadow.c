@@ -12,9 +12,8 @@
  * staging phases in one launch, the candidate's outputs included. A multi-block compare leaves
  * its join, publish and gate to kcap_stage_both (kcap_cmp_join), and the poison fill resets
  * its totals. Agreeing calls cost the candidate + poison + compare + one kernel that exits at
- * once (bench_shadow_kernels.cu); the
- * drainer (kcap_gpu_drain.c) settles them from the compare's result and rebuilds divergent
- * ones with both output sets.
+ * once (bench_shadow_kernels.cu); the drainer (kcap_gpu_drain.c) settles them from the
+ * compare's result and rebuilds divergent ones with both output sets.
  *
  * Calls inside CUDA graph capture take the same steps as graph nodes
  * (kcap_gpu_shadow_graph.c); the helpers both paths share are here.

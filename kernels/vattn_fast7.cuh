@@ -55,7 +55,13 @@ namespace {
  * alternate tiles (group g: tiles g, g + 2, ...), each in its own stage with its own softmax
  * state; group 1's (m, l, O) is merged into group 0's after the loop. For requests of <= 32
  * rows this keeps both groups on real rows (KS = 0 would give group 1 only padding). */
-template <int FP16, int KS>
+/* DEEP (KS = 0 only; the host's vattn_plan picks it for long splits of several row chunks):
+ * the ring warp puts tile j+3's rows into L2 at tile j, two tiles of compute before group 1
+ * copies them, and the index ring runs three tiles ahead. Measured (H200, sixteenth session,
+ * docs/PERF.md): -1.5 to -2.5 % on the four multi-chunk long configs, +1.4 % at 32 tiles per
+ * split, +0.7 to +1.9 % on single-chunk launches (one block reads each tile) when it was
+ * unconditional; DEEP = 0 keeps the one-tile-ahead prefetch and its PTX. */
+template <int FP16, int KS, int DEEP = 0>
 __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
 {
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -117,6 +123,8 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
         raw0 = vattn_ring_slot(p, start, key_begin + lane, key_end, bk.idx_end);
         raw1 = vattn_ring_slot(p, start, key_begin + BN + lane, key_end, bk.idx_end);
         vattn_idx_async(p, sm, 2, start, key_begin, 2, bk.idx_end, lane);
+        if (DEEP) /* the deep ring's tile 3 */
+            vattn_idx_async(p, sm, 3, start, key_begin, 3, bk.idx_end, lane);
         cp_async_commit();
     } else if (warp == 1) {
         const VattnMask mask = ok ? vattn_mask(p, b, prefix) : VattnMask{nullptr, 0};
@@ -178,9 +186,16 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
                 const uint16_t *r2 =
                     vattn_idx_row(p, sm, (j + 2) % IDX_RING, lane + (j + 2) * BN, rel_end, rel_pre, b, lane);
                 sm.rows[(j + 2) & 3][lane] = r2;
-                vattn_prefetch_row_l2(r2);
+                /* DEEP: tile j+3's rows into L2 now (tile 2's went at j = 0), the ring runs
+                 * three tiles ahead; its slot (j+3) % IDX_RING landed with the wait above */
+                constexpr bool deep = !KS && DEEP;
+                if (!deep || j == 0)
+                    vattn_prefetch_row_l2(r2);
+                if (deep)
+                    vattn_prefetch_row_l2(
+                        vattn_idx_row(p, sm, (j + 3) % IDX_RING, lane + (j + 3) * BN, rel_end, rel_pre, b, lane));
                 /* KS: the group's tile after next is j + 4 */
-                const int nxt = j + (KS ? 4 : 3);
+                const int nxt = j + (KS || deep ? 4 : 3);
                 vattn_idx_async(p, sm, nxt % IDX_RING, sm.ibase, 0, nxt, sm.iend, lane);
                 cp_async_commit();
             }

@@ -21,7 +21,7 @@ constexpr int KSTEPS7 = DV / 16 / 2;       /* 16 k16 steps of the 512 latent col
 constexpr int RSTEPS7 = (QK - DV) / 16 / 2; /* 2 k16 steps of the 64 rope columns per k-half */
 constexpr int QR_PITCH = QK - DV + 8;
 
-constexpr int IDX_RING = 8; /* raw kv_indices in flight (cp.async): tiles j+2, j+3 (KS: j+2, j+4 per group) */
+constexpr int IDX_RING = 8; /* raw kv_indices in flight (cp.async): tiles j+2, j+3 (DEEP: ..j+4; KS: j+2, j+4 per group) */
 
 __device__ __forceinline__ void cp_async8(uint32_t dst, const void *src, int src_bytes)
 {

@@ -49,6 +49,22 @@ int vattn_cuda_fail(cudaError_t e, const char *what)
                                                                         : VATTN_ERR_CUDA;
 }
 
+/* Dev build knobs read per call (the production library reads none): VATTN_DEV_PDL=0 launches
+ * without programmatic dependent launch, VATTN_DEV_STAGE=1|2 and VATTN_DEV_NOCOMBINE=1 are the
+ * timing variants of vattn_dev --serving (launch only / no KV tiles / no split combine: their
+ * outputs are not the attention), VATTN_DEV_DEEP=0|1 forces v7's prefetch depth. */
+int vattn_dev_knob(const char *name, int dflt)
+{
+#ifdef VATTN_DEV
+    const char *v = getenv(name);
+    if (v && *v)
+        return atoi(v);
+#else
+    (void)name;
+#endif
+    return dflt;
+}
+
 /* The sizes that decide the plan, read alike from either convention's struct: the same
  * sizes give the same grid, split partition and workspace, hence the same bits. */
 struct VattnSizes {
@@ -67,6 +83,7 @@ struct FastPlan {
     int variant; /* 3 = vattn_fast_kernel (32 rows), 7 = vattn_fast7_kernel (64 rows), 8 = the same with
                   * its two groups on alternate KV tiles of 32 rows (key split) */
     int mchunks, nsplit, tiles_per_split, mpad;
+    int deep; /* v7 only: vattn_fast7_kernel<FP16, 0, 1>, the L2 prefetch two tiles ahead */
     size_t ws_bytes;
 };
 
@@ -93,6 +110,8 @@ int vattn_sm_count(void)
         __atomic_store_n(&g_sm_count[dev], n, __ATOMIC_RELAXED);
     return n;
 }
+
+constexpr int V7_DEEP_MIN_TILES_PER_SPLIT = 64;
 
 FastPlan vattn_plan_of(const VattnSizes &a, int sms, int variant)
 {
@@ -127,6 +146,13 @@ FastPlan vattn_plan_of(const VattnSizes &a, int sms, int variant)
     pl.nsplit = (int)((tiles + pl.tiles_per_split - 1) / pl.tiles_per_split);
     if (pl.nsplit < 1)
         pl.nsplit = 1;
+    /* v7's deep L2 prefetch where every KV tile is read by several row chunks' blocks and the
+     * split is long. Measured against the one-tile-ahead prefetch (H200, graph, L2 cold,
+     * sixteenth session, docs/PERF.md): -1.5 to -2.5 % on (1,16,16,185000), (4,16,16,32768),
+     * (4,64,16,32768), (16,128,4,8192), -0.4 / -0.5 % at 64 tiles per split, but +1.4 % at
+     * (1,16,16,32768) (32 tiles per split) and +0.7 to +1.9 % for single-chunk launches. */
+    pl.deep = variant == 7 && pl.mchunks > 1 && pl.tiles_per_split >= V7_DEEP_MIN_TILES_PER_SPLIT;
+    pl.deep = vattn_dev_knob("VATTN_DEV_DEEP", pl.deep) && variant == 7; /* dev build: force 0 / 1 */
     pl.ws_bytes = pl.nsplit == 1 ? 0
                                  : (size_t)a.bs * pl.nsplit * pl.mpad * (DV * sizeof(float) + sizeof(float2));
     return pl;
@@ -216,25 +242,9 @@ VattnParams vattn_params(const vattn_extend_args *a)
     return p;
 }
 
-/* Dev build knobs read per call (the production library reads none): VATTN_DEV_PDL=0 launches
- * without programmatic dependent launch, VATTN_DEV_STAGE=1|2 and VATTN_DEV_NOCOMBINE=1 are the
- * timing variants of vattn_dev --serving (launch only / no KV tiles / no split combine: their
- * outputs are not the attention). */
-int vattn_dev_knob(const char *name, int dflt)
-{
-#ifdef VATTN_DEV
-    const char *v = getenv(name);
-    if (v && *v)
-        return atoi(v);
-#else
-    (void)name;
-#endif
-    return dflt;
-}
-
 /* The fast kernels' dynamic shared memory limit, raised once per (device, kernel): a driver
- * call per verify step is host latency. kern_id indexes the 6 fast-kernel instantiations. */
-int g_smem_ok[VATTN_SM_CACHE][6];
+ * call per verify step is host latency. kern_id indexes the 8 fast-kernel instantiations. */
+int g_smem_ok[VATTN_SM_CACHE][8];
 
 cudaError_t vattn_smem_attr(void (*kern)(VattnParams), int kern_id, int bytes, bool force)
 {
@@ -301,11 +311,13 @@ template <int FP16> int vattn_launch_fast(const VattnSizes &sz, VattnParams p, v
     }
     const dim3 grid(pl.mchunks, pl.nsplit, sz.bs);
     if (vattn_dev_knob("VATTN_DEV_PLAN", 0)) /* dev build: which path a test case takes */
-        fprintf(stderr, "vattn plan: bs %d M %d v%d grid %d x %d x %d pdl %d\n", sz.bs, p.M, pl.variant, pl.mchunks,
-                pl.nsplit, sz.bs, pdl);
+        fprintf(stderr, "vattn plan: bs %d M %d v%d%s grid %d x %d x %d pdl %d\n", sz.bs, p.M, pl.variant,
+                pl.deep ? " deep" : "", pl.mchunks, pl.nsplit, sz.bs, pdl);
     cudaError_t e;
     if (pl.variant == 7) {
-        e = vattn_launch_smem(vattn_fast7_kernel<FP16, 0>, 2 + FP16, (int)sizeof(FastSmem7), grid, st, pdl, p);
+        e = pl.deep
+                ? vattn_launch_smem(vattn_fast7_kernel<FP16, 0, 1>, 6 + FP16, (int)sizeof(FastSmem7), grid, st, pdl, p)
+                : vattn_launch_smem(vattn_fast7_kernel<FP16, 0>, 2 + FP16, (int)sizeof(FastSmem7), grid, st, pdl, p);
         if (e != cudaSuccess)
             return vattn_cuda_fail(e, "launch vattn_fast7_kernel");
     } else if (pl.variant == 8) {

@@ -24,7 +24,10 @@ namespace {
  * splits of 128-512 rows, docs/PERF.md): at serving sizes the combine is bound by the bytes of
  * the partials (written back from a dirty L2 and read again), not by its load batches. Nor did
  * 16 loads in flight per thread instead of 8 (G = 1; fifteenth session: within ±0.3 us on
- * every serving row, e.g. 9.2 / 8.9 us at (1,8,2,512) against 8.9 for 8).
+ * every serving row, e.g. 9.2 / 8.9 us at (1,8,2,512) against 8.9 for 8). Nor did the wide
+ * form split across two blocks by columns (G = 8 over 256 channels, grid z = 2, so 128 blocks
+ * instead of 64 at (1,16,4,185000); sixteenth session: 110.9 against 111.8 / 111.5 us, within
+ * the instance's spread, predicted -1.5).
  * Launched with programmatic dependent launch (vattn_pdl_wait). */
 constexpr int COMBINE_MAX_SPLITS = 1024; /* vattn_plan caps nsplit at this */
 constexpr int COMBINE_WIDE_SPLITS = 64;

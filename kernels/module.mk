@@ -7,6 +7,7 @@
 #   build/tests/libverify_attn_dev.so             the same built with -DVATTN_DEV: reads the
 #                                                 VATTN_VARIANT / VATTN_FORCE_NSPLIT knobs
 #   build/tests/test_verify_cpu                   CPU test (TESTS, ASAN_TESTS)
+#   build/tests/test_vattn_plan                   the launch policy, CPU only (TESTS, ASAN_TESTS)
 #   build/tests/test_verify_gpu, build/tests/vattn_dev   GPU test and dev harness (GPU_TESTS)
 
 VATTN_CPU_LIB := $(LIB)/libverify_attn_cpu.so
@@ -50,13 +51,18 @@ $(TBIN)/test_verify_cpu: tests/kernels/test_verify_cpu.c tests/kernels/vattn_cpu
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $< $(VATTN_TEST_CMP_OBJS) -o $@ $(LDFLAGS) -L$(LIB) -lverify_attn_cpu $(VATTN_TEST_RPATH) -ldl -lm
 
-ALL_TARGETS += $(VATTN_CPU_LIB) $(VATTN_CPU_PERTURBED) $(VATTN_CPU_SLOW) $(TBIN)/test_verify_cpu
-TESTS += $(TBIN)/test_verify_cpu
-ASAN_TESTS += $(TBIN)/test_verify_cpu
+# The fast kernels' launch policy is header-only host C (kernels/vattn_plan.h): tested without a GPU.
+$(TBIN)/test_vattn_plan: tests/kernels/test_vattn_plan.c kernels/vattn_plan.h tests/testkit.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS)
+
+ALL_TARGETS += $(VATTN_CPU_LIB) $(VATTN_CPU_PERTURBED) $(VATTN_CPU_SLOW) $(TBIN)/test_verify_cpu $(TBIN)/test_vattn_plan
+TESTS += $(TBIN)/test_verify_cpu $(TBIN)/test_vattn_plan
+ASAN_TESTS += $(TBIN)/test_verify_cpu $(TBIN)/test_vattn_plan
 
 # ---- CUDA: library, GPU test, dev harness / bench driver (scripts/build_nvcc.sh) ----
 # One translation unit: verify_attn.cu (host side) includes the kernel headers kernels/*.cuh.
-VATTN_CUDA_DEPS := kernels/verify_attn.cu $(wildcard kernels/*.cuh) kernels/vattn_check.c kernels/vattn_check.h \
+VATTN_CUDA_DEPS := kernels/verify_attn.cu $(wildcard kernels/*.cuh) kernels/vattn_plan.h kernels/vattn_check.c kernels/vattn_check.h \
                    kernels/verify_attn.h kernels/verify_attn.map scripts/build_nvcc.sh
 VATTN_CUDA_DEV_LIB := $(TBIN)/libverify_attn_dev.so
 $(VATTN_CUDA_LIB): $(VATTN_CUDA_DEPS)

@@ -1,8 +1,8 @@
 /*
  * verify_attn.cu — libverify_attn.so: the verify-attention ABI (verify_attn.h) on the GPU,
  * host side. The one translation unit of the library: it includes the kernels and holds what
- * runs on the host per call — argument checks, the fast kernel's plan (variant, row chunks,
- * split count, workspace), the launches and the exported vattn_* entry points.
+ * runs on the host per call — argument checks, the fast kernel's plan (vattn_plan.h: variant,
+ * row chunks, split count, workspace), the launches and the exported vattn_* entry points.
  *
  * Kernels (each header opens with what it does and why):
  *   vattn_ref.cuh       vattn_ref_kernel: fp32 reference, one block per (token, head)
@@ -17,7 +17,7 @@
  * vattn_verify and vattn_extend differ only in the parameter block they fill (vattn_params):
  * the plan, the kernels and their launches are the same code.
  * Dev build (-DVATTN_DEV, build/tests/libverify_attn_dev.so for the dev harness and tests):
- * VATTN_VARIANT=3|7|8, VATTN_FORCE_NSPLIT=n, VATTN_DEV_PLAN=1 (the plan of each call on stderr) and
+ * VATTN_VARIANT=3|7|8, VATTN_FORCE_NSPLIT=n, VATTN_DEV_DEEP=0|1, VATTN_DEV_PLAN=1 (the plan of each call on stderr) and
  * the timing knobs VATTN_DEV_PDL / VATTN_DEV_STAGE / VATTN_DEV_NOCOMBINE are read per call; the
  * production library reads no environment.
  * Launches go through cudaLaunchKernelEx with programmatic dependent launch (vattn_pdl_wait in
@@ -29,6 +29,7 @@
 #include <stdlib.h>
 
 #include "vattn_check.h"
+#include "vattn_plan.h"
 #include "verify_attn.h"
 
 #include "vattn_combine.cuh"
@@ -65,27 +66,21 @@ int vattn_dev_knob(const char *name, int dflt)
     return dflt;
 }
 
-/* The sizes that decide the plan, read alike from either convention's struct: the same
- * sizes give the same grid, split partition and workspace, hence the same bits. */
-struct VattnSizes {
-    int bs, q_len, H;
-    int64_t num_slots, max_kv_len;
-};
+/* The sizes that decide the plan (vattn_plan.h), read alike from either convention's struct. */
+typedef vattn_sizes VattnSizes;
 
-template <class Args> VattnSizes vattn_sizes(const Args *a)
+template <class Args> VattnSizes vattn_sizes_of(const Args *a)
 {
     return VattnSizes{a->bs, a->q_len, a->num_heads, a->num_slots, a->max_kv_len};
 }
 
-/* The fast kernel's grid for these sizes. Workspace and launch both come from here, so the
- * split count seen by vattn_workspace_size() is the one the call uses on the same device. */
-struct FastPlan {
-    int variant; /* 3 = vattn_fast_kernel (32 rows), 7 = vattn_fast7_kernel (64 rows), 8 = the same with
-                  * its two groups on alternate KV tiles of 32 rows (key split) */
-    int mchunks, nsplit, tiles_per_split, mpad;
-    int deep; /* v7 only: vattn_fast7_kernel<FP16, 0, 1>, the L2 prefetch two tiles ahead */
-    size_t ws_bytes;
-};
+/* The fast kernel's plan for these sizes (vattn_plan.h). Workspace and launch both come from
+ * vattn_plan, so the split count seen by vattn_workspace_size() is the one the call uses on
+ * the same device. */
+typedef vattn_fast_plan FastPlan;
+static_assert(VATTN_PLAN_BN == BN && VATTN_PLAN_ROWS3 == BM && VATTN_PLAN_ROWS7 == BM7 &&
+                  VATTN_PLAN_MAX_SPLITS == COMBINE_MAX_SPLITS && VATTN_PLAN_DV == DV,
+              "vattn_plan.h's constants are the kernels'");
 
 /* SMs of the current device, asked once per device (an attribute query per call is host
  * latency on every verify step). Devices past VATTN_SM_CACHE are asked every time. A racing
@@ -111,81 +106,14 @@ int vattn_sm_count(void)
     return n;
 }
 
-constexpr int V7_DEEP_MIN_TILES_PER_SPLIT = 64;
-
-FastPlan vattn_plan_of(const VattnSizes &a, int sms, int variant)
-{
-    FastPlan pl;
-    const int M = a.q_len * a.H;
-    pl.variant = variant;
-    const int bm = pl.variant == 7 ? BM7 : BM; /* v8 (v7 with key split): 32 rows like v3 */
-    pl.mchunks = (M + bm - 1) / bm;
-    pl.mpad = pl.mchunks * bm;
-    /* The hint caps the split count (no point splitting 100 keys 30 ways); without one the
-     * grid is sized for the GPU alone. Never num_slots: a replay that remaps the pool must get
-     * the same partition, hence the same bits. */
-    int64_t maxkv = a.max_kv_len > 0 ? a.max_kv_len : (int64_t)COMBINE_MAX_SPLITS * BN;
-    if (maxkv < a.q_len)
-        maxkv = a.q_len;
-    const int64_t tiles = (maxkv + BN - 1) / BN;
-    /* one block per SM (90-99 KB smem, 256 threads of 230+ regs): fill one wave */
-    int64_t blocks = (int64_t)a.bs * pl.mchunks;
-    int64_t ns = blocks >= sms ? 1 : sms / blocks;
-#ifdef VATTN_DEV
-    const char *force = getenv("VATTN_FORCE_NSPLIT"); /* dev harness knob, not ABI */
-    if (force && atoi(force) > 0)
-        ns = atoi(force);
-#endif
-    if (ns > tiles)
-        ns = tiles;
-    if (ns > COMBINE_MAX_SPLITS)
-        ns = COMBINE_MAX_SPLITS;
-    if (ns < 1)
-        ns = 1;
-    pl.tiles_per_split = (int)((tiles + ns - 1) / ns);
-    pl.nsplit = (int)((tiles + pl.tiles_per_split - 1) / pl.tiles_per_split);
-    if (pl.nsplit < 1)
-        pl.nsplit = 1;
-    /* v7's deep L2 prefetch where every KV tile is read by several row chunks' blocks and the
-     * split is long. Measured against the one-tile-ahead prefetch (H200, graph, L2 cold,
-     * sixteenth session, docs/PERF.md): -1.5 to -2.5 % on (1,16,16,185000), (4,16,16,32768),
-     * (4,64,16,32768), (16,128,4,8192), -0.4 / -0.5 % at 64 tiles per split, but +1.4 % at
-     * (1,16,16,32768) (32 tiles per split) and +0.7 to +1.9 % for single-chunk launches. */
-    pl.deep = variant == 7 && pl.mchunks > 1 && pl.tiles_per_split >= V7_DEEP_MIN_TILES_PER_SPLIT;
-    pl.deep = vattn_dev_knob("VATTN_DEV_DEEP", pl.deep) && variant == 7; /* dev build: force 0 / 1 */
-    pl.ws_bytes = pl.nsplit == 1 ? 0
-                                 : (size_t)a.bs * pl.nsplit * pl.mpad * (DV * sizeof(float) + sizeof(float2));
-    return pl;
-}
-
-/* The kernel per shape class, from the split length (32-key tiles) of the 32-row plan that
- * v3 and v8 share. Measured per call (graph, L2 cold, H200, twelfth session: 31 shapes, each
- * kernel forced; docs/PERF.md): v3 is fastest up to 3 tiles per split (its blocks finish a
- * short split first, e.g. (1,16,4,1024) 12.5 us against v8 13.4 and v7 15.4); v8 from 4 tiles
- * on for <= 32 rows (e.g. (8,8,4,8192) 39.4 against v7 48.3 and v3 53.1) and, above 32 rows,
- * up to 17 ((4,16,8,2048) 24.6 against v7 26.9; a tie at (1,16,16,8192)); v7 beyond, where
- * its 64-row blocks read each KV tile half as often (e.g. (1,16,16,32768) 83.3 against v8
- * 93.8, and every long-context config). */
-constexpr int V3_MAX_TILES_PER_SPLIT = 3;
-constexpr int V8_MAX_TILES_PER_SPLIT = 17; /* for more than 32 rows per request */
-
-/* The plan for these sizes (variant, grid, workspace).
- * Dev build only: VATTN_VARIANT=3|7|8 forces a kernel (read per call, like VATTN_FORCE_NSPLIT). */
+/* The plan of a call (vattn_plan.h's policy). Dev build only: VATTN_VARIANT=3|7|8,
+ * VATTN_FORCE_NSPLIT=n and VATTN_DEV_DEEP=0|1 force the kernel, the split count and v7's
+ * prefetch depth (read per call). */
 FastPlan vattn_plan(const VattnSizes &a, int sms)
 {
-#ifdef VATTN_DEV
-    const char *force = getenv("VATTN_VARIANT");
-    if (force && (atoi(force) == 3 || atoi(force) == 7 || atoi(force) == 8))
-        return vattn_plan_of(a, sms, atoi(force));
-#endif
-    FastPlan pl = vattn_plan_of(a, sms, 3);
-    if (pl.tiles_per_split <= V3_MAX_TILES_PER_SPLIT)
-        return pl;
-    if (a.q_len * a.H <= BM || pl.tiles_per_split <= V8_MAX_TILES_PER_SPLIT) {
-        pl.variant = 8; /* the same 32-row grid */
-        return pl;
-    }
-    return vattn_plan_of(a, sms, 7);
+    const vattn_plan_force force = {vattn_dev_knob("VATTN_VARIANT", 0), vattn_dev_knob("VATTN_FORCE_NSPLIT", 0),
+                                    vattn_dev_knob("VATTN_DEV_DEEP", -1)};
+    return vattn_plan_for(&a, sms, &force);
 }
 
 /* Workspace bytes for these sizes, (size_t)-1 when they are invalid (both conventions). */
@@ -311,8 +239,9 @@ template <int FP16> int vattn_launch_fast(const VattnSizes &sz, VattnParams p, v
     }
     const dim3 grid(pl.mchunks, pl.nsplit, sz.bs);
     if (vattn_dev_knob("VATTN_DEV_PLAN", 0)) /* dev build: which path a test case takes */
-        fprintf(stderr, "vattn plan: bs %d M %d v%d%s grid %d x %d x %d pdl %d\n", sz.bs, p.M, pl.variant,
-                pl.deep ? " deep" : "", pl.mchunks, pl.nsplit, sz.bs, pdl);
+        fprintf(stderr, "vattn plan: bs %d M %d v%d%s grid %d x %d x %d (%d tiles per split, %d waves) pdl %d\n",
+                sz.bs, p.M, pl.variant, pl.deep ? " deep" : "", pl.mchunks, pl.nsplit, sz.bs, pl.tiles_per_split,
+                pl.waves, pdl);
     cudaError_t e;
     if (pl.variant == 7) {
         e = pl.deep
@@ -375,12 +304,12 @@ int vattn_device_ok(void)
 /* The argument check of each convention (vattn_check.c), with this library's workspace size. */
 int vattn_check(const vattn_args *a, void *ws, size_t wsb)
 {
-    return vattn_check_args_ws(a, ws, wsb, 1, a ? vattn_ws_bytes(vattn_sizes(a)) : (size_t)-1);
+    return vattn_check_args_ws(a, ws, wsb, 1, a ? vattn_ws_bytes(vattn_sizes_of(a)) : (size_t)-1);
 }
 
 int vattn_check(const vattn_extend_args *a, void *ws, size_t wsb)
 {
-    return vattn_check_extend_args_ws(a, ws, wsb, 1, a ? vattn_ws_bytes(vattn_sizes(a)) : (size_t)-1);
+    return vattn_check_extend_args_ws(a, ws, wsb, 1, a ? vattn_ws_bytes(vattn_sizes_of(a)) : (size_t)-1);
 }
 
 /* Every entry point of either convention: the argument check, the device check, then the
@@ -404,7 +333,7 @@ template <class Args> int vattn_run(const Args *a, void *ws, size_t wsb, void *s
     int rc = vattn_check(a, ws, wsb);
     if (rc || (rc = vattn_device_ok()))
         return rc;
-    const VattnSizes sz = vattn_sizes(a);
+    const VattnSizes sz = vattn_sizes_of(a);
     const VattnParams p = vattn_params(a);
     cudaStream_t st = (cudaStream_t)stream;
     const int fp16 = a->dtype == VATTN_DTYPE_FP16;
@@ -443,12 +372,12 @@ VATTN_API const char *vattn_last_cuda_error(void) { return g_cuda_err; }
 
 VATTN_API size_t vattn_workspace_size(const vattn_args *a)
 {
-    return a ? vattn_ws_bytes(vattn_sizes(a)) : (size_t)-1;
+    return a ? vattn_ws_bytes(vattn_sizes_of(a)) : (size_t)-1;
 }
 
 VATTN_API size_t vattn_extend_workspace_size(const vattn_extend_args *a)
 {
-    return a ? vattn_ws_bytes(vattn_sizes(a)) : (size_t)-1;
+    return a ? vattn_ws_bytes(vattn_sizes_of(a)) : (size_t)-1;
 }
 
 VATTN_API int vattn_verify(const vattn_args *a, void *workspace, size_t workspace_bytes,

@@ -25,6 +25,10 @@ static int g_serving_breakdown;      /* --serving-breakdown: also serving_breakd
 static const int k_serving_cfg[][4] = {{1, 8, 2, 512},    {1, 16, 4, 1024},  {2, 16, 4, 1000},
                                        {1, 16, 16, 4096}, {4, 16, 8, 2048},  {16, 16, 4, 1024},
                                        {1, 128, 4, 4096}, {8, 8, 4, 8192},   {1, 16, 16, 32768}};
+/* Shapes whose row blocks leave SMs idle in one wave on the H200 (80-160 blocks of one per
+ * SM): vattn_plan.h gives them 2-4 waves. The same quantisation hits four long configs on
+ * sm_120's 188 SMs (docs/PERF.md). */
+static const int k_waves_cfg[][4] = {{10, 128, 4, 8192}, {24, 16, 8, 8192}, {3, 64, 16, 16384}, {5, 128, 16, 4096}};
 
 __global__ void serving_flush_kernel(uint4 *buf, size_t n, uint32_t v)
 {
@@ -267,6 +271,9 @@ static int serving_mode(void)
     if (!getenv("VATTN_SERVING_ONLY")) /* set: the serving rows alone (a shorter dev run) */
         for (auto &c : k_bench_cfg)
             rows.push_back(serving_row(c, "long", F, st, bw, peak));
+    if (!getenv("VATTN_SERVING_ONLY"))
+        for (auto &c : k_waves_cfg)
+            rows.push_back(serving_row(c, "waves", F, st, bw, peak));
     CK(cudaStreamDestroy(st));
     CK(cudaFree(F.buf));
     int bad = 0;

@@ -8,10 +8,11 @@
  * The policy, each rule measured on the H200 (docs/PERF.md, issue 16):
  *  - splits fill one wave: one block per SM (the fast kernels hold the whole register file),
  *    so floor(SMs / blocks) splits, 1 once the row blocks fill the GPU;
- *  - unless a grid of 2-4 waves models at least 10 % faster (wave quantisation: 128 row blocks
- *    leave 60 of sm_120's 188 SMs idle for the whole call); the model is the one that fitted
- *    the split sweeps: ~2.3 us per 32-key tile of a block, ~5 us of prologue and epilogue per
- *    wave, the combine ~2 us plus ~1 us per MB of fp32 partials;
+ *  - candidate, not yet measured, so off unless VATTN_PLAN_MULTIWAVE or the dev build's
+ *    VATTN_DEV_WAVES=1 turns it on: a grid of 2-4 waves where it models at least 10 % faster
+ *    (wave quantisation: 128 row blocks leave 60 of sm_120's 188 SMs idle for the whole call);
+ *    the model is the one that fitted the split sweeps: ~2.3 us per 32-key tile of a block,
+ *    ~5 us of prologue and epilogue per wave, the combine ~2 us plus ~1 us per MB of partials;
  *  - the kernel from the one-wave 32-row plan's tiles per split (the thresholds were measured
  *    on one-wave plans): v3 up to 3, v8 beyond at <= 32 rows per request and up to 17 above,
  *    v7 otherwise;
@@ -52,10 +53,16 @@ typedef struct vattn_fast_plan {
     size_t ws_bytes;
 } vattn_fast_plan;
 
-/* Dev-build overrides (the production library passes NULL): variant 3 / 7 / 8 forces a kernel,
- * nsplit > 0 a split count, deep 0 / 1 v7's prefetch depth (-1: the rule's). */
+/* The wave-quantisation candidate (above), 0 until a device run measures it. */
+#ifndef VATTN_PLAN_MULTIWAVE
+#define VATTN_PLAN_MULTIWAVE 0
+#endif
+
+/* Dev-build overrides (the production library passes none in effect): variant 3 / 7 / 8 forces a
+ * kernel, nsplit > 0 a split count, deep 0 / 1 v7's prefetch depth and waves 0 / 1 the
+ * multi-wave candidate (-1: the default for either). */
 typedef struct vattn_plan_force {
-    int variant, nsplit, deep;
+    int variant, nsplit, deep, waves;
 } vattn_plan_force;
 
 static inline int64_t vattn_plan_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -133,16 +140,17 @@ static inline vattn_fast_plan vattn_plan_grid(const vattn_sizes *a, int sms, int
 static inline vattn_fast_plan vattn_plan_for(const vattn_sizes *a, int sms, const vattn_plan_force *f)
 {
     const int fv = f ? f->variant : 0, fns = f ? f->nsplit : 0;
+    const int mw = f && f->waves >= 0 ? f->waves : VATTN_PLAN_MULTIWAVE;
     vattn_fast_plan pl;
     if (fv == 3 || fv == 7 || fv == 8) {
-        pl = vattn_plan_grid(a, sms, fv, fns, 1);
+        pl = vattn_plan_grid(a, sms, fv, fns, mw);
     } else {
         const vattn_fast_plan p3 = vattn_plan_grid(a, sms, 3, fns, 0);
         const int v = p3.tiles_per_split <= VATTN_PLAN_V3_MAX_TPS ? 3
                       : (int64_t)a->q_len * a->H <= VATTN_PLAN_ROWS3 || p3.tiles_per_split <= VATTN_PLAN_V8_MAX_TPS
                           ? 8
                           : 7;
-        pl = vattn_plan_grid(a, sms, v, fns, 1);
+        pl = vattn_plan_grid(a, sms, v, fns, mw);
     }
     if (f && f->deep >= 0)
         pl.deep = f->deep && pl.variant == 7;

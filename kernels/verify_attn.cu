@@ -17,9 +17,10 @@
  * vattn_verify and vattn_extend differ only in the parameter block they fill (vattn_params):
  * the plan, the kernels and their launches are the same code.
  * Dev build (-DVATTN_DEV, build/tests/libverify_attn_dev.so for the dev harness and tests):
- * VATTN_VARIANT=3|7|8, VATTN_FORCE_NSPLIT=n, VATTN_DEV_DEEP=0|1, VATTN_DEV_PLAN=1 (the plan of each call on stderr) and
- * the timing knobs VATTN_DEV_PDL / VATTN_DEV_STAGE / VATTN_DEV_NOCOMBINE are read per call; the
- * production library reads no environment.
+ * VATTN_VARIANT=3|7|8, VATTN_FORCE_NSPLIT=n, VATTN_DEV_DEEP=0|1, VATTN_DEV_WAVES=0|1,
+ * VATTN_DEV_PLAN=1 (the plan of each call on stderr) and the timing knobs VATTN_DEV_PDL /
+ * VATTN_DEV_STAGE / VATTN_DEV_NOCOMBINE are read per call; the production library reads no
+ * environment.
  * Launches go through cudaLaunchKernelEx with programmatic dependent launch (vattn_pdl_wait in
  * vattn_common.cuh); per-call host work is cached where it cannot change (SM count, the fast
  * kernels' shared-memory limit, a usable device).
@@ -107,12 +108,12 @@ int vattn_sm_count(void)
 }
 
 /* The plan of a call (vattn_plan.h's policy). Dev build only: VATTN_VARIANT=3|7|8,
- * VATTN_FORCE_NSPLIT=n and VATTN_DEV_DEEP=0|1 force the kernel, the split count and v7's
- * prefetch depth (read per call). */
+ * VATTN_FORCE_NSPLIT=n, VATTN_DEV_DEEP=0|1 and VATTN_DEV_WAVES=0|1 force the kernel, the
+ * split count, v7's prefetch depth and the multi-wave candidate (read per call). */
 FastPlan vattn_plan(const VattnSizes &a, int sms)
 {
     const vattn_plan_force force = {vattn_dev_knob("VATTN_VARIANT", 0), vattn_dev_knob("VATTN_FORCE_NSPLIT", 0),
-                                    vattn_dev_knob("VATTN_DEV_DEEP", -1)};
+                                    vattn_dev_knob("VATTN_DEV_DEEP", -1), vattn_dev_knob("VATTN_DEV_WAVES", -1)};
     return vattn_plan_for(&a, sms, &force);
 }
 

@@ -93,12 +93,6 @@ static const gcase cases[] = {
      .idx64 = 1, .kv_stride = 576, .sm_scale = 0.0625f},
     {.name = "onekey-h128-q1", .bs = 2, .H = 128, .q_len = 1, .max_prefix = 0, .vis = VIS_CAUSAL_NULL,
      .kv_stride = 576, .sm_scale = 0.0625f},
-    /* grids of several waves (vattn_plan.h) on a 132-SM H200: v7 3 x 84 tiles on 80 row blocks
-     * (2 waves, deep prefetch), and 5 x 51 on 48 (2 waves) */
-    {.name = "waves-h64-q8-bs10", .bs = 10, .H = 64, .q_len = 8, .max_prefix = 8000, .vis = VIS_CAUSAL,
-     .idx64 = 1, .kv_stride = 576, .sm_scale = 0.0625f},
-    {.name = "waves-fp16-h32-q8-bs12", .bs = 12, .H = 32, .q_len = 8, .max_prefix = 8000, .vis = VIS_TREE,
-     .fp16 = 1, .kv_stride = 576, .sm_scale = 0.0625f},
 };
 
 typedef struct row {

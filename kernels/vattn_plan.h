@@ -49,7 +49,7 @@ typedef struct vattn_fast_plan {
                   * with its two groups on alternate KV tiles of 32 rows (key split) */
     int mchunks, nsplit, tiles_per_split, mpad;
     int waves; /* ceil(blocks / SMs) at one block per SM */
-    int deep;  /* v7 only: vattn_fast7_kernel<FP16, 0, 1>, the L2 prefetch two tiles ahead */
+    int deep;  /* v7 only: vattn_fast7_kernel<FP16, 0, 1>, the L2 prefetch of tile j+3 (not j+2) */
     size_t ws_bytes;
 } vattn_fast_plan;
 
@@ -59,8 +59,8 @@ typedef struct vattn_fast_plan {
 #endif
 
 /* Dev-build overrides (the production library passes none in effect): variant 3 / 7 / 8 forces a
- * kernel, nsplit > 0 a split count, deep 0 / 1 v7's prefetch depth and waves 0 / 1 the
- * multi-wave candidate (-1: the default for either). */
+ * kernel, nsplit > 0 a split count, deep 0 / 1 (any value > 0: on) v7's prefetch depth and
+ * waves 0 / 1 the multi-wave candidate (< 0: the default for either). */
 typedef struct vattn_plan_force {
     int variant, nsplit, deep, waves;
 } vattn_plan_force;
@@ -78,6 +78,8 @@ static inline void vattn_plan_split(vattn_fast_plan *pl, int64_t tiles, int64_t 
         ns = 1;
     pl->tiles_per_split = (int)vattn_plan_cdiv(tiles, ns);
     pl->nsplit = (int)vattn_plan_cdiv(tiles, pl->tiles_per_split);
+    if (pl->nsplit < 1)
+        pl->nsplit = 1;
 }
 
 /* Modelled microseconds of a grid (H200 constants, the policy above): waves x (tiles of a
@@ -111,6 +113,10 @@ static inline vattn_fast_plan vattn_plan_grid(const vattn_sizes *a, int sms, int
     int64_t maxkv = a->max_kv_len > 0 ? a->max_kv_len : (int64_t)VATTN_PLAN_MAX_SPLITS * VATTN_PLAN_BN;
     if (maxkv < a->q_len)
         maxkv = a->q_len;
+    /* kv_indptr is int32, so no request holds more keys; a larger hint (up to INT64_MAX) once
+     * overflowed tiles_per_split and divided by zero in vattn_workspace_size */
+    if (maxkv > INT32_MAX)
+        maxkv = INT32_MAX;
     const int64_t tiles = vattn_plan_cdiv(maxkv, VATTN_PLAN_BN);
     const int64_t blocks = (int64_t)a->bs * pl.mchunks;
     vattn_plan_split(&pl, tiles, force_nsplit > 0 ? force_nsplit : blocks >= sms ? 1 : sms / blocks);

@@ -8,7 +8,7 @@
  *      docs/PERF.md measured (v3 / v8 / v7 per shape class, one wave each, the deep prefetch on
  *      the four multi-chunk long configs and the two 64-tile ones);
  *   2  with the multi-wave candidate off (the production policy while VATTN_PLAN_MULTIWAVE is
- *      0: it is not measured yet) one wave everywhere; on (VATTN_DEV_WAVES=1): where one wave
+ *      0: it is not measured yet) the one-wave split count everywhere; on (VATTN_DEV_WAVES=1): where one wave
  *      leaves SMs idle and 2-4 waves model >= 10 % faster, the grid takes them (shapes of
  *      80-160 row blocks on 132 SMs; (4,64,16,32768) and (16,128,4,8192) on 188), and the
  *      bench's rows on 132 SMs keep their measured plans;
@@ -18,8 +18,10 @@
  *      plan, deep only for v7 with several row chunks and >= 64 tiles per split, never a
  *      modelled cost above the one-wave plan's, the production plan (no overrides) the one of
  *      VATTN_PLAN_MULTIWAVE;
- *   4  the dev build's forced variant, split count and depth are honoured; absent hint, a
- *      hint below q_len and an SM count of 0 give sane plans.
+ *   4  the dev build's forced variant, split count and depth are honoured; an absent hint sizes
+ *      the grid for 1024 tiles, a hint below q_len gives one tile, an SM count below 1 is taken
+ *      as 1, and hints beyond INT32_MAX (no kv_len can exceed it) plan as INT32_MAX (they
+ *      overflowed the split length before, and crashed vattn_workspace_size from 2^37).
  */
 #include "../testkit.h"
 #include "vattn_plan.h"
@@ -64,7 +66,7 @@ static const plan_case cases[] = {
     {24, 16, 8, 8192, 132, 7, 5, 52, 2, 0, ON},
     {3, 64, 16, 16384, 132, 7, 8, 65, 3, 1, ON},
     {5, 128, 16, 4096, 132, 7, 3, 43, 4, 0, ON},
-    {3, 128, 16, 4096, 132, 7, 1, 129, 1, 1, BOTH}, /* 4 waves model only 4 % faster: one wave kept */
+    {3, 128, 16, 4096, 132, 7, 1, 129, 1, 1, BOTH}, /* 3 waves model only 2 % faster: one wave kept */
     /* the sm_120 table of docs/PERF.md (188 SMs) */
     {1, 8, 2, 512, 188, 3, 17, 1, 1, 0, BOTH},
     {1, 16, 4, 1024, 188, 3, 33, 1, 1, 0, BOTH},
@@ -96,6 +98,8 @@ static int64_t tiles_of(const vattn_sizes *a)
     int64_t maxkv = a->max_kv_len > 0 ? a->max_kv_len : (int64_t)VATTN_PLAN_MAX_SPLITS * VATTN_PLAN_BN;
     if (maxkv < a->q_len)
         maxkv = a->q_len;
+    if (maxkv > INT32_MAX) /* no request holds more keys (kv_indptr is int32) */
+        maxkv = INT32_MAX;
     return (maxkv + VATTN_PLAN_BN - 1) / VATTN_PLAN_BN;
 }
 
@@ -180,12 +184,17 @@ int main(void)
 
     /* claim 3: random sizes */
     tk_rng r = tk_seed(0x5eed0f9a7ull);
-    static const int sms_set[] = {1, 7, 132, 188, 1024};
+    static const int sms_set[] = {1, 7, 132, 188, 1024, 0, -5};
     for (int i = 0; i < 20000; i++) {
-        const int hint = tk_int(&r, 8);
-        const vattn_sizes a = sizes(1 + tk_int(&r, 96), 1 + tk_int(&r, 128), 1 + tk_int(&r, 64),
-                                    hint == 0 ? 0 : tk_range(&r, 1, hint < 4 ? 4096 : 300000));
-        check_invariants(&a, sms_set[i % 5], i % 2 ? &k_on : &k_off);
+        const int hint = tk_int(&r, 10);
+        const int64_t kv = hint == 0   ? 0
+                           : hint < 4  ? tk_range(&r, 1, 4096)
+                           : hint < 8  ? tk_range(&r, 1, 300000)
+                           : hint == 8 ? tk_range(&r, 1, (int64_t)1 << 40)
+                                       : INT64_MAX - tk_range(&r, 0, 1000);
+        const vattn_sizes a = sizes(tk_int(&r, 10) ? 1 + tk_int(&r, 96) : 1 + tk_int(&r, 65535), 1 + tk_int(&r, 128),
+                                    1 + tk_int(&r, 64), kv);
+        check_invariants(&a, sms_set[i % 7], i % 2 ? &k_on : &k_off);
     }
 
     /* claim 4: forced knobs, edge sizes */
@@ -200,15 +209,43 @@ int main(void)
     TK_CHECK(vattn_plan_for(&a, 132, &f).deep == 1, "forced deep on v7");
     f.variant = 3;
     TK_CHECK(vattn_plan_for(&a, 132, &f).deep == 0, "deep forced on v3 stays off");
+    const vattn_sizes multi = sizes(4, 16, 16, 32768 + 16); /* 4 row chunks, 129 tiles per split: deep */
     f.variant = 0, f.deep = 0;
-    TK_CHECK(vattn_plan_for(&a, 132, &f).deep == 0 && vattn_plan_for(&a, 132, NULL).deep == 0,
-             "deep forced off (single chunk: off by rule too)");
+    TK_CHECK(vattn_plan_for(&multi, 132, NULL).deep == 1 && vattn_plan_for(&multi, 132, &f).deep == 0,
+             "deep by rule, forced off");
+    /* no hint: the grid is sized for 1024 tiles (32768 keys) */
     const vattn_sizes nohint = sizes(1, 16, 16, 0), below = sizes(1, 16, 16, 3);
-    TK_CHECK(tiles_of(&nohint) == VATTN_PLAN_MAX_SPLITS, "no hint: 1024 tiles");
+    f.deep = -1, f.nsplit = 1;
+    pl = vattn_plan_for(&nohint, 132, &f);
+    TK_CHECK(pl.nsplit == 1 && pl.tiles_per_split == VATTN_PLAN_MAX_SPLITS, "no hint, one split: %d tiles",
+             pl.tiles_per_split);
+    pl = vattn_plan_for(&nohint, 4096, NULL);
+    TK_CHECK(pl.nsplit * pl.tiles_per_split == VATTN_PLAN_MAX_SPLITS, "no hint on 4096 SMs: %d x %d", pl.nsplit,
+             pl.tiles_per_split);
     pl = vattn_plan_for(&below, 132, NULL);
     TK_CHECK(pl.nsplit == 1 && pl.tiles_per_split == 1 && pl.ws_bytes == 0, "hint below q_len: one tile, no split");
-    pl = vattn_plan_for(&a, 0, NULL);
-    TK_CHECK(pl.nsplit >= 1 && pl.waves >= 1, "0 SMs taken as 1: %d splits, %d waves", pl.nsplit, pl.waves);
+    /* an SM count below 1 is taken as 1 */
+    const vattn_fast_plan one_sm = vattn_plan_for(&a, 1, NULL);
+    for (int sms = -3; sms <= 0; sms++) {
+        pl = vattn_plan_for(&a, sms, NULL);
+        TK_CHECK(pl.variant == one_sm.variant && pl.nsplit == one_sm.nsplit && pl.waves == one_sm.waves,
+                 "%d SMs: v%d %d splits %d waves, 1 SM: v%d %d %d", sms, pl.variant, pl.nsplit, pl.waves,
+                 one_sm.variant, one_sm.nsplit, one_sm.waves);
+    }
+    /* hints beyond any int32 kv_len: the plan of the largest one (these overflowed
+     * tiles_per_split before, and from 2^37 divided by zero in vattn_workspace_size) */
+    const vattn_sizes cap = sizes(1, 16, 4, INT32_MAX);
+    const vattn_fast_plan pcap = vattn_plan_for(&cap, 132, NULL);
+    static const int64_t huge[] = {(int64_t)INT32_MAX + 1, (int64_t)1 << 36, (int64_t)3 << 35, (int64_t)1 << 37,
+                                   INT64_MAX - 31, INT64_MAX};
+    for (size_t k = 0; k < sizeof huge / sizeof huge[0]; k++) {
+        const vattn_sizes h = sizes(1, 16, 4, huge[k]);
+        pl = vattn_plan_for(&h, 132, NULL);
+        TK_CHECK(pl.nsplit == pcap.nsplit && pl.tiles_per_split == pcap.tiles_per_split && pl.tiles_per_split > 0 &&
+                     pl.ws_bytes == pcap.ws_bytes,
+                 "hint %lld: %d x %d, ws %zu (hint 2^31-1: %d x %d)", (long long)huge[k], pl.nsplit,
+                 pl.tiles_per_split, pl.ws_bytes, pcap.nsplit, pcap.tiles_per_split);
+    }
     printf("%d of %d plans as expected\n", nplans - nbad, nplans);
     return tk_summary("test_vattn_plan");
 }

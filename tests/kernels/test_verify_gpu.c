@@ -17,7 +17,7 @@
  * extend reference / fast call / its graph replay bitwise equal to the verify ones, and invalid
  * extend device data NaNs exactly the requests it names. A summary table ends the output.
  * Exit 77 when there is no GPU.
- * With VATTN_VARIANT or VATTN_FORCE_NSPLIT set it tests the dev build
+ * With VATTN_VARIANT, VATTN_FORCE_NSPLIT, VATTN_DEV_DEEP or VATTN_DEV_WAVES set it tests the dev build
  * build/tests/libverify_attn_dev.so (the production library reads no environment).
  */
 #include "vattn_gpu_common.h"
@@ -354,9 +354,15 @@ int main(int argc, char **argv)
         return 77;
     }
     vlib gpu, cpu;
-    if (getenv("VATTN_VARIANT") || getenv("VATTN_FORCE_NSPLIT")) {
-        printf("VATTN_VARIANT=%s VATTN_FORCE_NSPLIT=%s: testing the dev build build/tests/libverify_attn_dev.so\n",
-               getenv("VATTN_VARIANT") ? getenv("VATTN_VARIANT") : "", getenv("VATTN_FORCE_NSPLIT") ? getenv("VATTN_FORCE_NSPLIT") : "");
+    static const char *const knobs[] = {"VATTN_VARIANT", "VATTN_FORCE_NSPLIT", "VATTN_DEV_DEEP", "VATTN_DEV_WAVES"};
+    int dev = 0;
+    for (size_t k = 0; k < sizeof knobs / sizeof knobs[0]; k++)
+        dev |= getenv(knobs[k]) != NULL;
+    if (dev) {
+        printf("VATTN_VARIANT=%s VATTN_FORCE_NSPLIT=%s VATTN_DEV_DEEP=%s VATTN_DEV_WAVES=%s: testing the dev build "
+               "build/tests/libverify_attn_dev.so\n",
+               getenv(knobs[0]) ? getenv(knobs[0]) : "", getenv(knobs[1]) ? getenv(knobs[1]) : "",
+               getenv(knobs[2]) ? getenv(knobs[2]) : "", getenv(knobs[3]) ? getenv(knobs[3]) : "");
         vlib_open_in(&gpu, "tests", "libverify_attn_dev.so");
     } else {
         vlib_open(&gpu, "libverify_attn.so");

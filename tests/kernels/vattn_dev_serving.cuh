@@ -26,8 +26,10 @@ static const int k_serving_cfg[][4] = {{1, 8, 2, 512},    {1, 16, 4, 1024},  {2,
                                        {1, 16, 16, 4096}, {4, 16, 8, 2048},  {16, 16, 4, 1024},
                                        {1, 128, 4, 4096}, {8, 8, 4, 8192},   {1, 16, 16, 32768}};
 /* Shapes whose row blocks leave SMs idle in one wave on the H200 (80-160 blocks of one per
- * SM): vattn_plan.h gives them 2-4 waves. The same quantisation hits four long configs on
- * sm_120's 188 SMs (docs/PERF.md). */
+ * SM): vattn_plan.h's multi-wave candidate gives them 2-4 waves when it is on in the timed
+ * (production) library (VATTN_PLAN_MULTIWAVE 1, branch plan-waves-wip); with it off, as on
+ * main, they time the one-wave plan, the baseline. The same quantisation hits two long
+ * configs on sm_120's 188 SMs (docs/PERF.md). */
 static const int k_waves_cfg[][4] = {{10, 128, 4, 8192}, {24, 16, 8, 8192}, {3, 64, 16, 16384}, {5, 128, 16, 4096}};
 
 __global__ void serving_flush_kernel(uint4 *buf, size_t n, uint32_t v)

@@ -9,10 +9,12 @@
  *  - splits fill one wave: one block per SM (the fast kernels hold the whole register file),
  *    so floor(SMs / blocks) splits, 1 once the row blocks fill the GPU;
  *  - candidate, not yet measured, so off unless VATTN_PLAN_MULTIWAVE or the dev build's
- *    VATTN_DEV_WAVES=1 turns it on: a grid of 2-4 waves where it models at least 10 % faster
- *    (wave quantisation: 128 row blocks leave 60 of sm_120's 188 SMs idle for the whole call);
- *    the model is the one that fitted the split sweeps: ~2.3 us per 32-key tile of a block,
- *    ~5 us of prologue and epilogue per wave, the combine ~2 us plus ~1 us per MB of partials;
+ *    VATTN_DEV_WAVES=1 turns it on: a grid of 1-4 waves, splits filling them or one split
+ *    length longer or twice as long, where it models at least 10 % faster (wave quantisation:
+ *    128 row blocks leave 60 of sm_120's 188 SMs idle for the whole call; fewer partial bytes
+ *    where splits of one tile write more partials than they save); the model is the one that
+ *    fitted the split sweeps: ~2.3 us per 32-key tile of a block, ~5 us of prologue and
+ *    epilogue per wave, the combine ~2 us plus ~1 us per MB of partials;
  *  - the kernel from the one-wave 32-row plan's tiles per split (the thresholds were measured
  *    on one-wave plans): v3 up to 3, v8 beyond at <= 32 rows per request and up to 17 above,
  *    v7 otherwise;
@@ -124,13 +126,23 @@ static inline vattn_fast_plan vattn_plan_grid(const vattn_sizes *a, int sms, int
         const double one_wave = vattn_plan_cost(&pl, a->bs, sms);
         double best = one_wave;
         vattn_fast_plan chosen = pl;
-        for (int w = 2; w <= VATTN_PLAN_MAX_WAVES; w++) {
+        /* per wave count w: the splits that fill w waves, and the same with one tile more or
+         * twice the tiles per split (fewer partials: the one-wave rows of 1 tile per split
+         * and 128 blocks, e.g. (2,16,4,1000), modelled 11 % faster at 2 tiles) */
+        for (int w = 1; w <= VATTN_PLAN_MAX_WAVES; w++) {
             vattn_fast_plan c = pl;
             vattn_plan_split(&c, tiles, (int64_t)w * sms / blocks);
-            const double us = c.nsplit > pl.nsplit ? vattn_plan_cost(&c, a->bs, sms) : best;
-            if (us < 0.9 * one_wave && us < best) {
-                best = us;
-                chosen = c;
+            const int tps = c.tiles_per_split;
+            for (int k = 0; k < 3; k++) {
+                if (k > 0)
+                    vattn_plan_split(&c, tiles, vattn_plan_cdiv(tiles, k == 1 ? tps + 1 : 2 * (int64_t)tps));
+                if (vattn_plan_cdiv(blocks * c.nsplit, sms) > VATTN_PLAN_MAX_WAVES)
+                    continue;
+                const double us = vattn_plan_cost(&c, a->bs, sms);
+                if (us < 0.9 * one_wave && us < best) {
+                    best = us;
+                    chosen = c;
+                }
             }
         }
         pl = chosen;

@@ -25,12 +25,14 @@ static int g_serving_breakdown;      /* --serving-breakdown: also serving_breakd
 static const int k_serving_cfg[][4] = {{1, 8, 2, 512},    {1, 16, 4, 1024},  {2, 16, 4, 1000},
                                        {1, 16, 16, 4096}, {4, 16, 8, 2048},  {16, 16, 4, 1024},
                                        {1, 128, 4, 4096}, {8, 8, 4, 8192},   {1, 16, 16, 32768}};
-/* Shapes whose row blocks leave SMs idle in one wave on the H200 (80-160 blocks of one per
- * SM): vattn_plan.h's multi-wave candidate gives them 2-4 waves when it is on in the timed
- * (production) library (VATTN_PLAN_MULTIWAVE 1, branch plan-waves-wip); with it off, as on
- * main, they time the one-wave plan, the baseline. The same quantisation hits two long
- * configs on sm_120's 188 SMs (docs/PERF.md). */
-static const int k_waves_cfg[][4] = {{10, 128, 4, 8192}, {24, 16, 8, 8192}, {3, 64, 16, 16384}, {5, 128, 16, 4096}};
+/* Shapes vattn_plan.h's candidate plans differently on the H200, when it is on in the timed
+ * (production) library (VATTN_PLAN_MULTIWAVE 1, branch plan-waves-wip; off, as on main, they
+ * time the one-wave plan, the baseline): row blocks that leave SMs idle in one wave (80-160
+ * blocks of one per SM) get 2-4 waves, and (4,16,2,1024)'s 33 splits of one tile (like the
+ * serving row (2,16,4,1000)) become 17 of two. The same quantisation hits two long configs
+ * on sm_120's 188 SMs (docs/PERF.md). */
+static const int k_waves_cfg[][4] = {{10, 128, 4, 8192}, {24, 16, 8, 8192}, {3, 64, 16, 16384}, {5, 128, 16, 4096},
+                                     {4, 16, 2, 1024}};
 
 __global__ void serving_flush_kernel(uint4 *buf, size_t n, uint32_t v)
 {

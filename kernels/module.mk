@@ -5,7 +5,8 @@
 #   build/tests/libverify_attn_cpu_perturbed.so   the same with one documented output shifted
 #   build/lib/libverify_attn.so                   CUDA library (scripts/build_nvcc.sh)
 #   build/tests/libverify_attn_dev.so             the same built with -DVATTN_DEV: reads the
-#                                                 VATTN_VARIANT / VATTN_FORCE_NSPLIT knobs
+#                                                 VATTN_VARIANT / VATTN_FORCE_NSPLIT / VATTN_DEV_*
+#                                                 knobs (verify_attn.cu)
 #   build/tests/test_verify_cpu                   CPU test (TESTS, ASAN_TESTS)
 #   build/tests/test_vattn_plan                   the launch policy, CPU only (TESTS, ASAN_TESTS)
 #   build/tests/test_verify_gpu, build/tests/vattn_dev   GPU test and dev harness (GPU_TESTS)

@@ -168,7 +168,13 @@ static inline vattn_fast_plan vattn_plan_for(const vattn_sizes *a, int sms, cons
                       : (int64_t)a->q_len * a->H <= VATTN_PLAN_ROWS3 || p3.tiles_per_split <= VATTN_PLAN_V8_MAX_TPS
                           ? 8
                           : 7;
-        pl = vattn_plan_grid(a, sms, v, fns, mw);
+        /* v3 and v8 share the 32-row grid: without the candidate it is p3's */
+        if (v == 7 || mw)
+            pl = vattn_plan_grid(a, sms, v, fns, mw);
+        else {
+            pl = p3;
+            pl.variant = v;
+        }
     }
     if (f && f->deep >= 0)
         pl.deep = f->deep && pl.variant == 7;

@@ -54,7 +54,7 @@ int vattn_cuda_fail(cudaError_t e, const char *what)
 /* Dev build knobs read per call (the production library reads none): VATTN_DEV_PDL=0 launches
  * without programmatic dependent launch, VATTN_DEV_STAGE=1|2 and VATTN_DEV_NOCOMBINE=1 are the
  * timing variants of vattn_dev --serving (launch only / no KV tiles / no split combine: their
- * outputs are not the attention), VATTN_DEV_DEEP=0|1 forces v7's prefetch depth. */
+ * outputs are not the attention); the plan's knobs are read by vattn_plan below. */
 int vattn_dev_knob(const char *name, int dflt)
 {
 #ifdef VATTN_DEV

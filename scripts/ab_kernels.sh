@@ -20,15 +20,15 @@ shift || true
 # The table: graph-cold µs per row (the serving table's 8th column) of OUT/serving_NAME.log,
 # one column per NAME, rows as in the first.
 table() {
-    local out=$1
+    local out=$1 rows_re='^\| (serving|long|waves) '
     shift
     printf "| bs,H,q,prefix |"; for n in "$@"; do printf " %s |" "$n"; done; echo
     printf "|---|"; for _ in "$@"; do printf -- "---|"; done; echo
-    grep -E "^\| (serving|long|waves) " "$out/serving_$1.log" | awk -F'|' '{k=$3","$4","$5","$6; gsub(/ /, "", k); print k}' |
+    grep -E "$rows_re" "$out/serving_$1.log" | awk -F'|' '{k=$3","$4","$5","$6; gsub(/ /, "", k); print k}' |
         while read -r row; do
             printf "| %s |" "$row"
             for n in "$@"; do
-                v=$(grep -E "^\| (serving|long|waves) " "$out/serving_$n.log" 2>/dev/null |
+                v=$(grep -E "$rows_re" "$out/serving_$n.log" 2>/dev/null |
                     awk -F'|' -v r="$row" '{k=$3","$4","$5","$6; gsub(/ /, "", k); if (k == r) {gsub(/ /, "", $9); print $9}}')
                 printf " %s |" "${v:--}"
             done

@@ -272,12 +272,12 @@ static int serving_mode(void)
     } else
         for (auto &c : k_serving_cfg)
             rows.push_back(serving_row(c, "serving", F, st, bw, peak));
-    if (!getenv("VATTN_SERVING_ONLY")) /* set: the serving rows alone (a shorter dev run) */
+    if (!getenv("VATTN_SERVING_ONLY")) { /* set: the serving rows alone (a shorter dev run) */
         for (auto &c : k_bench_cfg)
             rows.push_back(serving_row(c, "long", F, st, bw, peak));
-    if (!getenv("VATTN_SERVING_ONLY"))
         for (auto &c : k_waves_cfg)
             rows.push_back(serving_row(c, "waves", F, st, bw, peak));
+    }
     CK(cudaStreamDestroy(st));
     CK(cudaFree(F.buf));
     int bad = 0;

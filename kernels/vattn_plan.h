@@ -8,8 +8,9 @@
  * The policy, each rule measured on the H200 (docs/PERF.md, issue 16):
  *  - splits fill one wave: one block per SM (the fast kernels hold the whole register file),
  *    so floor(SMs / blocks) splits, 1 once the row blocks fill the GPU;
- *  - candidate, not yet measured, so off unless VATTN_PLAN_MULTIWAVE or the dev build's
- *    VATTN_DEV_WAVES=1 turns it on: a grid of 1-4 waves, splits filling them or one split
+ *  - multi-wave (VATTN_PLAN_MULTIWAVE, on since the seventeenth session measured it: -10 to
+ *    -28 % on the six rows it re-plans, H100, docs/PERF.md; the dev build's VATTN_DEV_WAVES=0
+ *    turns it off): a grid of 1-4 waves, splits filling them or one split
  *    length longer or twice as long, where it models at least 10 % faster (wave quantisation:
  *    128 row blocks leave 60 of sm_120's 188 SMs idle for the whole call; fewer partial bytes
  *    where splits of one tile write more partials than they save); the model is the one that
@@ -55,14 +56,14 @@ typedef struct vattn_fast_plan {
     size_t ws_bytes;
 } vattn_fast_plan;
 
-/* The wave-quantisation candidate (above), 0 until a device run measures it. */
+/* The multi-wave plan (above); 0 gives the one-wave policy of the sixteenth session. */
 #ifndef VATTN_PLAN_MULTIWAVE
-#define VATTN_PLAN_MULTIWAVE 0
+#define VATTN_PLAN_MULTIWAVE 1
 #endif
 
 /* Dev-build overrides (the production library passes none in effect): variant 3 / 7 / 8 forces a
  * kernel, nsplit > 0 a split count, deep 0 / 1 (any value > 0: on) v7's prefetch depth and
- * waves 0 / 1 the multi-wave candidate (< 0: the default for either). */
+ * waves 0 / 1 the multi-wave search (< 0: the default for either). */
 typedef struct vattn_plan_force {
     int variant, nsplit, deep, waves;
 } vattn_plan_force;
@@ -168,7 +169,7 @@ static inline vattn_fast_plan vattn_plan_for(const vattn_sizes *a, int sms, cons
                       : (int64_t)a->q_len * a->H <= VATTN_PLAN_ROWS3 || p3.tiles_per_split <= VATTN_PLAN_V8_MAX_TPS
                           ? 8
                           : 7;
-        /* v3 and v8 share the 32-row grid: without the candidate it is p3's */
+        /* v3 and v8 share the 32-row grid: without the multi-wave search it is p3's */
         if (v == 7 || mw)
             pl = vattn_plan_grid(a, sms, v, fns, mw);
         else {

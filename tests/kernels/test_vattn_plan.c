@@ -7,8 +7,8 @@
  *   1  the plans of the benchmark's serving and long-context rows on 132 SMs are the ones
  *      docs/PERF.md measured (v3 / v8 / v7 per shape class, one wave each, the deep prefetch on
  *      the four multi-chunk long configs and the two 64-tile ones);
- *   2  with the multi-wave candidate off (the production policy while VATTN_PLAN_MULTIWAVE is
- *      0: it is not measured yet) the one-wave split count everywhere; on (VATTN_DEV_WAVES=1): where one wave
+ *   2  with the multi-wave search off (VATTN_DEV_WAVES=0; the production policy is the one of
+ *      VATTN_PLAN_MULTIWAVE, 1 since the seventeenth session) the one-wave split count everywhere; on: where one wave
  *      leaves SMs idle and 2-4 waves model >= 10 % faster, the grid takes them (shapes of
  *      80-160 row blocks on 132 SMs; (4,64,16,32768) and (16,128,4,8192) on 188), splits of 2
  *      tiles instead of 1 at (2,16,4,1000) (half the partials), and the bench's other rows
@@ -110,7 +110,7 @@ static int64_t tiles_of(const vattn_sizes *a)
 }
 
 /* the candidate forced off / on; the production library's plan (no overrides) is the one of
- * VATTN_PLAN_MULTIWAVE (0 in this tree) */
+ * VATTN_PLAN_MULTIWAVE (1 in this tree) */
 static const vattn_plan_force k_off = {0, 0, -1, 0}, k_on = {0, 0, -1, 1};
 
 /* Claim 3 for one plan of sizes a on sms SMs. */

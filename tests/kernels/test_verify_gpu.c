@@ -91,6 +91,15 @@ static const gcase cases[] = {
      .kv_stride = 576, .sm_scale = 0.0625f},
     {.name = "onekey-h16-q1", .bs = 5, .H = 16, .q_len = 1, .max_prefix = 0, .vis = VIS_CAUSAL_NULL,
      .idx64 = 1, .kv_stride = 576, .sm_scale = 0.0625f},
+    /* grids vattn_plan.h's multi-wave plan (VATTN_PLAN_MULTIWAVE, on; VATTN_DEV_WAVES=0 turns it
+     * off in the dev build) takes on 132 SMs, against the one-wave plan: 80 v7 row blocks 1 x 250 tiles -> 3 splits x 84 (2 waves, deep);
+     * 48 fp16 blocks 2 x 125 -> 5 x 50 (2 waves, deep off); v3's 32 splits of one tile -> 16 of 2 */
+    {.name = "waves-h64-q8-bs10", .bs = 10, .H = 64, .q_len = 8, .max_prefix = 8000, .vis = VIS_CAUSAL_NULL,
+     .kv_stride = 576, .sm_scale = 0.0625f},
+    {.name = "waves-fp16-h32-q8-bs12", .bs = 12, .H = 32, .q_len = 8, .max_prefix = 8000, .vis = VIS_TREE,
+     .idx64 = 1, .fp16 = 1, .kv_stride = 576, .sm_scale = 0.0625f},
+    {.name = "waves-h16-q2-bs4-v3", .bs = 4, .H = 16, .q_len = 2, .max_prefix = 1000, .vis = VIS_CAUSAL,
+     .kv_stride = 576, .sm_scale = 0.0625f},
     {.name = "onekey-h128-q1", .bs = 2, .H = 128, .q_len = 1, .max_prefix = 0, .vis = VIS_CAUSAL_NULL,
      .kv_stride = 576, .sm_scale = 0.0625f},
 };

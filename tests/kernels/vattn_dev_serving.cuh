@@ -25,9 +25,9 @@ static int g_serving_breakdown;      /* --serving-breakdown: also serving_breakd
 static const int k_serving_cfg[][4] = {{1, 8, 2, 512},    {1, 16, 4, 1024},  {2, 16, 4, 1000},
                                        {1, 16, 16, 4096}, {4, 16, 8, 2048},  {16, 16, 4, 1024},
                                        {1, 128, 4, 4096}, {8, 8, 4, 8192},   {1, 16, 16, 32768}};
-/* Shapes vattn_plan.h's candidate plans differently on the H200, when it is on in the timed
- * (production) library (VATTN_PLAN_MULTIWAVE 1, branch plan-waves-wip; off, as on main, they
- * time the one-wave plan, the baseline): row blocks that leave SMs idle in one wave (80-160
+/* Shapes vattn_plan.h's multi-wave plan (VATTN_PLAN_MULTIWAVE 1, on since the seventeenth
+ * session; built with 0 they time the one-wave plan, the baseline) plans differently on
+ * 132 SMs: row blocks that leave SMs idle in one wave (80-160
  * blocks of one per SM) get 2-4 waves, and (4,16,2,1024)'s 33 splits of one tile (like the
  * serving row (2,16,4,1000)) become 17 of two. The same quantisation hits two long configs
  * on sm_120's 188 SMs (docs/PERF.md). */

@@ -117,13 +117,23 @@ FastPlan vattn_plan(const VattnSizes &a, int sms)
     return vattn_plan_for(&a, sms, &force);
 }
 
-/* Workspace bytes for these sizes, (size_t)-1 when they are invalid (both conventions). */
-size_t vattn_ws_bytes(const VattnSizes &a)
+/* The plan of valid sizes into *pl and its workspace bytes; (size_t)-1 (and *pl zeroed) when
+ * they are invalid (both conventions). A call plans once: the argument check and the launch
+ * read the same plan. */
+size_t vattn_plan_checked(const VattnSizes &a, FastPlan *pl)
 {
+    memset(pl, 0, sizeof *pl);
     if (a.bs < 1 || a.q_len < 1 || a.q_len > VATTN_MAX_Q_LEN || a.H < 1 || a.H > VATTN_MAX_HEADS ||
         a.num_slots < 1 || a.max_kv_len < 0)
         return (size_t)-1;
-    return vattn_plan(a, vattn_sm_count()).ws_bytes;
+    *pl = vattn_plan(a, vattn_sm_count());
+    return pl->ws_bytes;
+}
+
+size_t vattn_ws_bytes(const VattnSizes &a)
+{
+    FastPlan pl;
+    return vattn_plan_checked(a, &pl);
 }
 
 /* The fields both conventions share; the extend-only ones are zero here. */
@@ -220,10 +230,10 @@ cudaError_t vattn_launch_smem(void (*kern)(VattnParams), int kern_id, int smem, 
     return vattn_launch(kern, grid, NTHREADS, smem, st, 0, p);
 }
 
-template <int FP16> int vattn_launch_fast(const VattnSizes &sz, VattnParams p, void *ws, cudaStream_t st)
+template <int FP16>
+int vattn_launch_fast(const VattnSizes &sz, const FastPlan &pl, VattnParams p, void *ws, cudaStream_t st)
 {
     const int sms = vattn_sm_count();
-    const FastPlan pl = vattn_plan(sz, sms);
     p.mchunks = pl.mchunks;
     p.nsplit = pl.nsplit;
     p.tiles_per_split = pl.tiles_per_split;
@@ -302,15 +312,15 @@ int vattn_device_ok(void)
     return VATTN_OK;
 }
 
-/* The argument check of each convention (vattn_check.c), with this library's workspace size. */
-int vattn_check(const vattn_args *a, void *ws, size_t wsb)
+/* The argument check of each convention (vattn_check.c), against the call's plan's workspace. */
+int vattn_check(const vattn_args *a, void *ws, size_t wsb, size_t need)
 {
-    return vattn_check_args_ws(a, ws, wsb, 1, a ? vattn_ws_bytes(vattn_sizes_of(a)) : (size_t)-1);
+    return vattn_check_args_ws(a, ws, wsb, 1, need);
 }
 
-int vattn_check(const vattn_extend_args *a, void *ws, size_t wsb)
+int vattn_check(const vattn_extend_args *a, void *ws, size_t wsb, size_t need)
 {
-    return vattn_check_extend_args_ws(a, ws, wsb, 1, a ? vattn_ws_bytes(vattn_sizes_of(a)) : (size_t)-1);
+    return vattn_check_extend_args_ws(a, ws, wsb, 1, need);
 }
 
 /* Every entry point of either convention: the argument check, the device check, then the
@@ -331,15 +341,17 @@ template <int FP16> __global__ void vattn_perturb_kernel(VattnParams p)
 template <class Args> int vattn_run(const Args *a, void *ws, size_t wsb, void *stream, int fast)
 {
     g_cuda_err[0] = 0;
-    int rc = vattn_check(a, ws, wsb);
+    FastPlan pl;
+    const VattnSizes sz = a ? vattn_sizes_of(a) : VattnSizes{};
+    const size_t need = a ? vattn_plan_checked(sz, &pl) : (size_t)-1;
+    int rc = vattn_check(a, ws, wsb, need);
     if (rc || (rc = vattn_device_ok()))
         return rc;
-    const VattnSizes sz = vattn_sizes_of(a);
     const VattnParams p = vattn_params(a);
     cudaStream_t st = (cudaStream_t)stream;
     const int fp16 = a->dtype == VATTN_DTYPE_FP16;
 #ifdef VATTN_PERTURB
-    if (fast && (rc = fp16 ? vattn_launch_fast<1>(sz, p, ws, st) : vattn_launch_fast<0>(sz, p, ws, st)) == VATTN_OK) {
+    if (fast && (rc = fp16 ? vattn_launch_fast<1>(sz, pl, p, ws, st) : vattn_launch_fast<0>(sz, pl, p, ws, st)) == VATTN_OK) {
         if (fp16)
             vattn_perturb_kernel<1><<<1, 1, 0, st>>>(p);
         else
@@ -351,7 +363,7 @@ template <class Args> int vattn_run(const Args *a, void *ws, size_t wsb, void *s
         return rc;
 #else
     if (fast)
-        return fp16 ? vattn_launch_fast<1>(sz, p, ws, st) : vattn_launch_fast<0>(sz, p, ws, st);
+        return fp16 ? vattn_launch_fast<1>(sz, pl, p, ws, st) : vattn_launch_fast<0>(sz, pl, p, ws, st);
 #endif
     return fp16 ? vattn_launch_ref<1>(sz, p, st) : vattn_launch_ref<0>(sz, p, st);
 }

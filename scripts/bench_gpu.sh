@@ -12,6 +12,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${KCAP_BUILD:-$here/../build}
 out=${BENCH_OUT:-$(mktemp -d)}
+# a BENCH_OUT that does not exist yet is made here (it once failed only after the whole run)
+mkdir -p "$out" || { echo "bench_gpu.sh: BENCH_OUT=$out: cannot create that directory" >&2; exit 2; }
 set +e
 "$build/tests/vattn_dev" --bench | tee "$out/vattn_dev_bench.txt"
 rc=${PIPESTATUS[0]}

@@ -351,7 +351,8 @@ template <class Args> int vattn_run(const Args *a, void *ws, size_t wsb, void *s
     cudaStream_t st = (cudaStream_t)stream;
     const int fp16 = a->dtype == VATTN_DTYPE_FP16;
 #ifdef VATTN_PERTURB
-    if (fast && (rc = fp16 ? vattn_launch_fast<1>(sz, pl, p, ws, st) : vattn_launch_fast<0>(sz, pl, p, ws, st)) == VATTN_OK) {
+    if (fast &&
+        (rc = fp16 ? vattn_launch_fast<1>(sz, pl, p, ws, st) : vattn_launch_fast<0>(sz, pl, p, ws, st)) == VATTN_OK) {
         if (fp16)
             vattn_perturb_kernel<1><<<1, 1, 0, st>>>(p);
         else

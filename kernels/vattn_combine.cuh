@@ -32,21 +32,21 @@ namespace {
 constexpr int COMBINE_MAX_SPLITS = 1024; /* vattn_plan caps nsplit at this */
 constexpr int COMBINE_WIDE_SPLITS = 64;
 
-template <int FP16, int G> __global__ void __launch_bounds__(128 * G, 8 / G) vattn_combine_kernel(VattnParams p)
+/* Row r of request b merged by COMBINE_THREADS = 128 * G threads (tid their index) with the
+ * shared arrays given: wsm, wl [COMBINE_MAX_SPLITS], red_m, red_bad [COMBINE_THREADS / 32],
+ * part [G - 1][128] (G > 1). Every thread of the block calls it (it holds __syncthreads); with
+ * on = false a caller only takes part in the barriers (several row mergers in one block, as
+ * tests/kernels/vattn_tail_bench.cu's cooperative tail). */
+template <int FP16, int G>
+__device__ __forceinline__ void vattn_combine_row(const VattnParams &p, int r, int b, int tid, bool on, float *wsm,
+                                                  float *wl, float *red_m, int *red_bad, float4 (*part)[128])
 {
     constexpr int COMBINE_THREADS = 128 * G;
-    __shared__ float wsm[COMBINE_MAX_SPLITS], wl[COMBINE_MAX_SPLITS];
-    __shared__ float red_m[COMBINE_THREADS / 32];
-    __shared__ int red_bad[COMBINE_THREADS / 32];
-    __shared__ float4 part[G > 1 ? G - 1 : 1][128];
-    const int r = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
-    vattn_pdl_wait(); /* launched while the fast kernel runs: its partials are visible after this */
-    vattn_pdl_trigger();
     const int64_t base = (int64_t)b * p.nsplit * p.mpad + r;
 
     float mmax = -INFINITY;
     int bad = 0;
-    for (int s = tid; s < p.nsplit; s += COMBINE_THREADS) {
+    for (int s = tid; on && s < p.nsplit; s += COMBINE_THREADS) {
         const float m = p.ws_ml[base + (int64_t)s * p.mpad].x;
         bad |= isnan(m);
         mmax = fmaxf(mmax, m); /* fmaxf ignores NaN */
@@ -69,7 +69,7 @@ template <int FP16, int G> __global__ void __launch_bounds__(128 * G, 8 / G) vat
         bad |= red_bad[w];
     }
     const float m_use = mmax == -INFINITY ? 0.0f : mmax;
-    for (int s = tid; s < p.nsplit; s += COMBINE_THREADS) {
+    for (int s = tid; on && s < p.nsplit; s += COMBINE_THREADS) {
         const float2 ml = p.ws_ml[base + (int64_t)s * p.mpad];
         /* an empty split (m = -inf) weighs 0 and its O partial is all zero */
         const float w = ml.x == -INFINITY ? 0.0f : exp2f(ml.x - m_use);
@@ -77,6 +77,8 @@ template <int FP16, int G> __global__ void __launch_bounds__(128 * G, 8 / G) vat
         wl[s] = w * ml.y;
     }
     __syncthreads();
+    if (!on)
+        return;
     const int c4 = tid & 127, grp = tid >> 7;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     const float *po = p.ws_o + base * DV + c4 * 4;
@@ -131,6 +133,18 @@ template <int FP16, int G> __global__ void __launch_bounds__(128 * G, 8 / G) vat
     if (p.lse && c4 == 0)
         p.lse[((int64_t)b * p.q_len + i) * p.H + h] =
             bad ? NAN : L == 0.0f ? -INFINITY : (mmax + log2f(L)) * 0.69314718055994531f;
+}
+
+template <int FP16, int G> __global__ void __launch_bounds__(128 * G, 8 / G) vattn_combine_kernel(VattnParams p)
+{
+    __shared__ float wsm[COMBINE_MAX_SPLITS], wl[COMBINE_MAX_SPLITS];
+    __shared__ float red_m[128 * G / 32];
+    __shared__ int red_bad[128 * G / 32];
+    __shared__ float4 part[G > 1 ? G - 1 : 1][128];
+    const int r = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
+    vattn_pdl_wait(); /* launched while the fast kernel runs: its partials are visible after this */
+    vattn_pdl_trigger();
+    vattn_combine_row<FP16, G>(p, r, b, tid, true, wsm, wl, red_m, red_bad, part);
 }
 
 } /* namespace */

@@ -11,8 +11,8 @@
  * than the kernel boundary is the question, asked here before the fast kernels change. Each
  * row is a serving shape's own plan (kernels/vattn_plan.h: grid, splits, rows per block, the
  * workspace layout of vattn_common.cuh's epilogue), the blocks made one per SM by their shared
- * memory as the fast kernels are by their registers; the merge is the production combine
- * (vattn_combine_kernel<0, 1>'s arithmetic in the same order), so the two outputs must be
+ * memory as the fast kernels are by their registers; the merge is the production combine's
+ * own (vattn_combine_row<0, 1>, two rows at a time per block), so the two outputs must be
  * bitwise equal, which the run checks. No KV tiles: times are the write + merge tail alone.
  *
  *   vattn_tail_bench     one table; µs per call inside a CUDA graph of 64 back-to-back calls
@@ -58,84 +58,6 @@ __device__ void tail_write_partials(const VattnParams &p, int bm)
                                          1.0f + 8.0f * fabsf(tail_val(pbase + r)));
 }
 
-/* Row rr (request rr / M, row rr % M) merged by the 128 threads of half `half` of the block,
- * vattn_combine_kernel<FP16, 1>'s arithmetic in its order. Every thread of the block calls it
- * (the barriers are the block's); a half with rr out of range only takes part in them. */
-template <int FP16> __device__ void tail_merge_row(const VattnParams &p, int64_t rr, bool on, int half, float (*w)[COMBINE_MAX_SPLITS],
-                                                   float (*wl)[COMBINE_MAX_SPLITS], float (*red_m)[4], int (*red_bad)[4])
-{
-    const int t = threadIdx.x & 127;
-    const int r = on ? (int)(rr % p.M) : 0, b = on ? (int)(rr / p.M) : 0;
-    const int64_t base = (int64_t)b * p.nsplit * p.mpad + r;
-    float mmax = -INFINITY;
-    int bad = 0;
-    for (int s = t; on && s < p.nsplit; s += 128) {
-        const float m = p.ws_ml[base + (int64_t)s * p.mpad].x;
-        bad |= isnan(m);
-        mmax = fmaxf(mmax, m);
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        mmax = fmaxf(mmax, __shfl_xor_sync(0xffffffffu, mmax, o));
-        bad |= __shfl_xor_sync(0xffffffffu, bad, o);
-    }
-    if ((t & 31) == 0) {
-        red_m[half][t >> 5] = mmax;
-        red_bad[half][t >> 5] = bad;
-    }
-    __syncthreads();
-    mmax = fmaxf(fmaxf(red_m[half][0], red_m[half][1]), fmaxf(red_m[half][2], red_m[half][3]));
-    bad = red_bad[half][0] | red_bad[half][1] | red_bad[half][2] | red_bad[half][3];
-    const float m_use = mmax == -INFINITY ? 0.0f : mmax;
-    for (int s = t; on && s < p.nsplit; s += 128) {
-        const float2 ml = p.ws_ml[base + (int64_t)s * p.mpad];
-        const float ws = ml.x == -INFINITY ? 0.0f : exp2f(ml.x - m_use);
-        w[half][s] = ws;
-        wl[half][s] = ws * ml.y;
-    }
-    __syncthreads();
-    if (!on)
-        return;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    const float *po = p.ws_o + base * DV + t * 4;
-    const int64_t step = (int64_t)p.mpad * DV;
-    int s = 0;
-    for (; s + 7 < p.nsplit; s += 8) {
-        float4 v[8];
-#pragma unroll
-        for (int k = 0; k < 8; k++)
-            v[k] = *reinterpret_cast<const float4 *>(po + (s + k) * step);
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-            const float ws = w[half][s + k];
-            acc[0] += ws * v[k].x;
-            acc[1] += ws * v[k].y;
-            acc[2] += ws * v[k].z;
-            acc[3] += ws * v[k].w;
-        }
-    }
-    for (; s < p.nsplit; s++) {
-        const float4 v = *reinterpret_cast<const float4 *>(po + s * step);
-        const float ws = w[half][s];
-        acc[0] += ws * v.x;
-        acc[1] += ws * v.y;
-        acc[2] += ws * v.z;
-        acc[3] += ws * v.w;
-    }
-    float L = 0.0f;
-    for (int k = 0; k < p.nsplit; k++)
-        L += wl[half][k];
-    const int i = r / p.H, h = r % p.H;
-    const float inv = L == 0.0f ? 0.0f : 1.0f / L;
-    uint16_t *o = p.o + ((int64_t)b * p.q_len + i) * p.o_st + h * p.o_sh + t * 4;
-    const uint32_t lo = vattn_pack2<FP16>(bad ? NAN : acc[0] * inv, bad ? NAN : acc[1] * inv);
-    const uint32_t hi = vattn_pack2<FP16>(bad ? NAN : acc[2] * inv, bad ? NAN : acc[3] * inv);
-    *reinterpret_cast<uint2 *>(o) = make_uint2(lo, hi);
-    if (p.lse && t == 0)
-        p.lse[((int64_t)b * p.q_len + i) * p.H + h] =
-            bad ? NAN : L == 0.0f ? -INFINITY : (mmax + log2f(L)) * 0.69314718055994531f;
-}
-
 /* COOP = 0: write the partials and end (the combine kernel follows, or nothing);
  * COOP = 1: write them, meet at the grid barrier, merge two rows at a time per block. */
 template <int COOP> __global__ void __launch_bounds__(NTHREADS, 1) tail_kernel(VattnParams p, int bm)
@@ -156,9 +78,14 @@ template <int COOP> __global__ void __launch_bounds__(NTHREADS, 1) tail_kernel(V
     const int64_t nb = (int64_t)gridDim.x * gridDim.y * gridDim.z;
     const int64_t lin = ((int64_t)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
     const int64_t rows = (int64_t)p.M * p.bs;
+    /* each half of the block is a G = 1 combine block (the production merge, kernels/vattn_combine.cuh) */
     const int half = threadIdx.x >> 7;
-    for (int64_t r0 = lin * 2; r0 < rows; r0 += nb * 2)
-        tail_merge_row<0>(p, r0 + half, r0 + half < rows, half, w, wl, red_m, red_bad);
+    for (int64_t r0 = lin * 2; r0 < rows; r0 += nb * 2) {
+        const int64_t rr = r0 + half;
+        const bool on = rr < rows;
+        vattn_combine_row<0, 1>(p, on ? (int)(rr % p.M) : 0, on ? (int)(rr / p.M) : 0, threadIdx.x & 127, on, w[half],
+                                wl[half], red_m[half], red_bad[half], nullptr);
+    }
 }
 
 #define CK(x)                                                                                        \

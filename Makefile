@@ -75,7 +75,7 @@ include python/module.mk
 ifneq ($(HAVE_CUDA),1)
 # nvcc / cudart targets of kernels/module.mk (capture/module.mk already falls back to plain
 # device copies without nvcc). test-gpu and bench-gpu then run whatever is left.
-CUDA_ONLY_TARGETS += $(VATTN_CUDA_LIB) $(TBIN)/test_verify_gpu $(TBIN)/vattn_dev $(VATTN_CUDA_PERTURBED) $(TBIN)/vattn_tail_bench
+CUDA_ONLY_TARGETS += $(VATTN_CUDA_LIB) $(TBIN)/test_verify_gpu $(TBIN)/vattn_dev $(VATTN_CUDA_PERTURBED)
 ALL_TARGETS := $(filter-out $(CUDA_ONLY_TARGETS),$(ALL_TARGETS))
 GPU_TESTS := $(filter-out $(CUDA_ONLY_TARGETS),$(GPU_TESTS))
 GPU_PREREQS := $(filter-out $(CUDA_ONLY_TARGETS),$(GPU_PREREQS))

@@ -93,12 +93,6 @@ $(TBIN)/test_verify_gpu: tests/kernels/test_verify_gpu.c tests/kernels/vattn_gpu
 $(TBIN)/vattn_dev: tests/kernels/vattn_dev.cu tests/kernels/vattn_dev_serving.cuh tests/kernels/vattn_dev_gather.cuh kernels/verify_attn.h scripts/build_nvcc.sh | $(VATTN_CUDA_DEV_LIB)
 	bash scripts/build_nvcc.sh prog $@ $(OBJ)/tests/kernels tests/kernels/vattn_dev.cu
 
-# The split combine's mechanisms alone (production's second launch vs a cooperative grid tail):
-# a dev bench run by hand on the device (docs/PERF.md, issue 16 eighteenth session), header-only
-# on the kernels' side; built with everything so CI keeps it compiling.
-$(TBIN)/vattn_tail_bench: tests/kernels/vattn_tail_bench.cu kernels/vattn_combine.cuh kernels/vattn_common.cuh kernels/vattn_plan.h scripts/build_nvcc.sh
-	bash scripts/build_nvcc.sh prog $@ $(OBJ)/tests/kernels $<
-
-ALL_TARGETS += $(VATTN_CUDA_LIB) $(TBIN)/test_verify_gpu $(TBIN)/vattn_dev $(TBIN)/vattn_tail_bench
+ALL_TARGETS += $(VATTN_CUDA_LIB) $(TBIN)/test_verify_gpu $(TBIN)/vattn_dev
 GPU_TESTS += $(TBIN)/test_verify_gpu tests/kernels/test_verify_race_gpu.sh
 GPU_BENCHES += scripts/bench_gpu.sh

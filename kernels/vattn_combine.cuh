@@ -1,16 +1,11 @@
 /*
- * vattn_combine.cuh — the split combine: merges the split-K partials of the fast kernels
+ * vattn_combine.cuh — vattn_combine_kernel: merges the split-K partials of the fast kernels
  * (per split: m in log2 units, l, unnormalised O in the workspace) into o and lse, in split
- * index order, so results are bitwise identical run to run (no atomics anywhere). One row
- * merge (vattn_combine_row), run two ways by vattn_launch_fast (verify_attn.cu) whenever
- * nsplit > 1: as the fast grid's own cooperative tail (vattn_combine_tail, called by the fast
- * kernels after their epilogue) where the split grid is co-resident and G = 1, else as a
- * second launch (vattn_combine_kernel). Both give the same bits.
+ * index order, so results are bitwise identical run to run (no atomics anywhere). Launched
+ * by vattn_launch_fast (verify_attn.cu) after the fast kernel whenever nsplit > 1.
  */
 #ifndef VATTN_COMBINE_CUH
 #define VATTN_COMBINE_CUH
-
-#include <cooperative_groups.h>
 
 #include "vattn_common.cuh"
 
@@ -37,21 +32,21 @@ namespace {
 constexpr int COMBINE_MAX_SPLITS = 1024; /* vattn_plan caps nsplit at this */
 constexpr int COMBINE_WIDE_SPLITS = 64;
 
-/* Row r of request b merged by COMBINE_THREADS = 128 * G threads (tid their index) with the
- * shared arrays given: wsm, wl [COMBINE_MAX_SPLITS], red_m, red_bad [COMBINE_THREADS / 32],
- * part [G - 1][128] (G > 1). Every thread of the block calls it (it holds __syncthreads); with
- * on = false a caller only takes part in the barriers (several row mergers in one block, as
- * tests/kernels/vattn_tail_bench.cu's cooperative tail). */
-template <int FP16, int G>
-__device__ __forceinline__ void vattn_combine_row(const VattnParams &p, int r, int b, int tid, bool on, float *wsm,
-                                                  float *wl, float *red_m, int *red_bad, float4 (*part)[128])
+template <int FP16, int G> __global__ void __launch_bounds__(128 * G, 8 / G) vattn_combine_kernel(VattnParams p)
 {
     constexpr int COMBINE_THREADS = 128 * G;
+    __shared__ float wsm[COMBINE_MAX_SPLITS], wl[COMBINE_MAX_SPLITS];
+    __shared__ float red_m[COMBINE_THREADS / 32];
+    __shared__ int red_bad[COMBINE_THREADS / 32];
+    __shared__ float4 part[G > 1 ? G - 1 : 1][128];
+    const int r = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
+    vattn_pdl_wait(); /* launched while the fast kernel runs: its partials are visible after this */
+    vattn_pdl_trigger();
     const int64_t base = (int64_t)b * p.nsplit * p.mpad + r;
 
     float mmax = -INFINITY;
     int bad = 0;
-    for (int s = tid; on && s < p.nsplit; s += COMBINE_THREADS) {
+    for (int s = tid; s < p.nsplit; s += COMBINE_THREADS) {
         const float m = p.ws_ml[base + (int64_t)s * p.mpad].x;
         bad |= isnan(m);
         mmax = fmaxf(mmax, m); /* fmaxf ignores NaN */
@@ -74,7 +69,7 @@ __device__ __forceinline__ void vattn_combine_row(const VattnParams &p, int r, i
         bad |= red_bad[w];
     }
     const float m_use = mmax == -INFINITY ? 0.0f : mmax;
-    for (int s = tid; on && s < p.nsplit; s += COMBINE_THREADS) {
+    for (int s = tid; s < p.nsplit; s += COMBINE_THREADS) {
         const float2 ml = p.ws_ml[base + (int64_t)s * p.mpad];
         /* an empty split (m = -inf) weighs 0 and its O partial is all zero */
         const float w = ml.x == -INFINITY ? 0.0f : exp2f(ml.x - m_use);
@@ -82,8 +77,6 @@ __device__ __forceinline__ void vattn_combine_row(const VattnParams &p, int r, i
         wl[s] = w * ml.y;
     }
     __syncthreads();
-    if (!on)
-        return;
     const int c4 = tid & 127, grp = tid >> 7;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     const float *po = p.ws_o + base * DV + c4 * 4;
@@ -138,53 +131,6 @@ __device__ __forceinline__ void vattn_combine_row(const VattnParams &p, int r, i
     if (p.lse && c4 == 0)
         p.lse[((int64_t)b * p.q_len + i) * p.H + h] =
             bad ? NAN : L == 0.0f ? -INFINITY : (mmax + log2f(L)) * 0.69314718055994531f;
-}
-
-template <int FP16, int G> __global__ void __launch_bounds__(128 * G, 8 / G) vattn_combine_kernel(VattnParams p)
-{
-    __shared__ float wsm[COMBINE_MAX_SPLITS], wl[COMBINE_MAX_SPLITS];
-    __shared__ float red_m[128 * G / 32];
-    __shared__ int red_bad[128 * G / 32];
-    __shared__ float4 part[G > 1 ? G - 1 : 1][128];
-    const int r = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
-    vattn_pdl_wait(); /* launched while the fast kernel runs: its partials are visible after this */
-    vattn_pdl_trigger();
-    vattn_combine_row<FP16, G>(p, r, b, tid, true, wsm, wl, red_m, red_bad, part);
-}
-
-
-/* The split combine as the fast grid's own tail (p.coop_tail = 1): vattn_launch_fast sets it
- * for a co-resident grid (one wave, at most one block per SM) of fewer than COMBINE_WIDE_SPLITS
- * splits and launches the fast kernel cooperatively; after its epilogue every block meets at a
- * grid barrier, so every partial is written, and then the grid's blocks merge the rows two at
- * a time per block (each half of a 256-thread block one G = 1 row merge, in the blocks' linear
- * order) with the combine kernel's own vattn_combine_row: the same bits as the second launch,
- * one launch per call instead of two. smem: the fast kernel's dynamic shared memory, free after
- * its epilogue (the barrier's own __syncthreads comes first). */
-struct VattnTailSmem {
-    float w[2][COMBINE_MAX_SPLITS], wl[2][COMBINE_MAX_SPLITS];
-    float red_m[2][4];
-    int red_bad[2][4];
-};
-
-template <int FP16> __device__ __forceinline__ void vattn_combine_tail(const VattnParams &p, unsigned char *smem)
-{
-    VattnTailSmem &t = *reinterpret_cast<VattnTailSmem *>(smem);
-    __threadfence(); /* this thread's partials before the barrier's arrival */
-    cooperative_groups::this_grid().sync();
-    /* 32-bit row numbers (a 64-bit division is a called subroutine, which made ptxas spill in
-     * the 255-register kernels): the grid is co-resident, so bs <= blocks <= SMs, and rows =
-     * bs * M stays far below 2^31 */
-    const unsigned nb = gridDim.x * gridDim.y * gridDim.z;
-    const unsigned lin = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-    const unsigned rows = (unsigned)p.M * (unsigned)p.bs, M = (unsigned)p.M;
-    const unsigned half = threadIdx.x >> 7;
-    for (unsigned r0 = lin * 2; r0 < rows; r0 += nb * 2) {
-        const unsigned rr = r0 + half;
-        const bool on = rr < rows;
-        vattn_combine_row<FP16, 1>(p, on ? (int)(rr % M) : 0, on ? (int)(rr / M) : 0, threadIdx.x & 127, on,
-                                   t.w[half], t.wl[half], t.red_m[half], t.red_bad[half], nullptr);
-    }
 }
 
 } /* namespace */

@@ -76,7 +76,6 @@ struct VattnParams {
     int dev_stage; /* dev build only (VATTN_DEV_STAGE, timing variants): 1 = every fast block returns
                       at once, 2 = no KV tiles (prologue and epilogue only), 3 = no KV tiles and no
                       epilogue (prologue only); 0 = the real call */
-    int coop_tail; /* 1: launched cooperatively, the blocks merge the splits (vattn_combine_tail) */
     float *ws_o;  /* [bs][nsplit][mpad][512] unnormalised partial O */
     float2 *ws_ml; /* [bs][nsplit][mpad] (m in log2 units, l) */
 };

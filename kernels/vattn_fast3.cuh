@@ -14,7 +14,6 @@
 #ifndef VATTN_FAST3_CUH
 #define VATTN_FAST3_CUH
 
-#include "vattn_combine.cuh"
 #include "vattn_common.cuh"
 
 namespace {
@@ -260,8 +259,6 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast_kernel(VattnParams p)
 
     vattn_fast_epilogue<FP16, BM / 16, 8>(p, sm.m, sm.l, sm.bad != 0, oacc, BM, 0, warp * 64, mc, sp, b, lane,
                                            tid < BM ? tid : -1);
-    if (p.coop_tail)
-        vattn_combine_tail<FP16>(p, smem_raw);
 }
 
 } /* namespace */

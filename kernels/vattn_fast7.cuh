@@ -45,7 +45,6 @@
 #ifndef VATTN_FAST7_CUH
 #define VATTN_FAST7_CUH
 
-#include "vattn_combine.cuh"
 #include "vattn_common.cuh"
 #include "vattn_fast7_parts.cuh"
 
@@ -363,15 +362,11 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
         if (grp == 0) /* the merged (m, l) are in alpha[0..31] / alpha[32..63] (visible: merge's barriers) */
             vattn_fast_epilogue<FP16, 2, 16>(p, sm.alpha, sm.alpha + 32, sm.bad != 0, oacc, BMB, 0, w4 * 128, mc, sp,
                                              b, lane, w4 == 0 ? lane : -1);
-        if (p.coop_tail)
-            vattn_combine_tail<FP16>(p, smem_raw);
         return;
     }
     /* lse / (m, l) of each row by a thread of the row's own group (warps 0 and 4) */
     vattn_fast_epilogue<FP16, 2, 16>(p, sm.m, sm.l, sm.bad != 0, oacc, BM7, grp * 32, w4 * 128, mc, sp, b, lane,
                                      w4 == 0 ? grp * 32 + lane : -1);
-    if (p.coop_tail)
-        vattn_combine_tail<FP16>(p, smem_raw);
 }
 
 } /* namespace */

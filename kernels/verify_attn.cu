@@ -8,8 +8,7 @@
  *   vattn_ref.cuh       vattn_ref_kernel: fp32 reference, one block per (token, head)
  *   vattn_fast3.cuh     vattn_fast_kernel (v3): 32 rows per block, for short splits
  *   vattn_fast7.cuh     vattn_fast7_kernel: v7 (64 rows per block) and v8 (its key-split form, 32 rows)
- *   vattn_combine.cuh   the split combine in split order: the fast grid's cooperative tail
- *                       (vattn_combine_tail) or a second launch (vattn_combine_kernel)
+ *   vattn_combine.cuh   vattn_combine_kernel: merges split-K partials in split order
  *   vattn_common.cuh    device helpers shared by all of them
  * The call allocates nothing and never synchronises the host: legal under graph capture.
  * Invalid device data (kv_len < q_len, a bad kv_indptr, a slot outside [0, num_slots); for
@@ -18,7 +17,7 @@
  * vattn_verify and vattn_extend differ only in the parameter block they fill (vattn_params):
  * the plan, the kernels and their launches are the same code.
  * Dev build (-DVATTN_DEV, build/tests/libverify_attn_dev.so for the dev harness and tests):
- * VATTN_VARIANT=3|7|8, VATTN_FORCE_NSPLIT=n, VATTN_DEV_DEEP=0|1, VATTN_DEV_WAVES=0|1, VATTN_DEV_COOP=0|1,
+ * VATTN_VARIANT=3|7|8, VATTN_FORCE_NSPLIT=n, VATTN_DEV_DEEP=0|1, VATTN_DEV_WAVES=0|1,
  * VATTN_DEV_PLAN=1 (the plan of each call on stderr) and the timing knobs VATTN_DEV_PDL /
  * VATTN_DEV_STAGE / VATTN_DEV_NOCOMBINE are read per call; the production library reads no
  * environment.
@@ -88,10 +87,6 @@ static_assert(VATTN_PLAN_BN == BN && VATTN_PLAN_ROWS3 == BM && VATTN_PLAN_ROWS7 
  * latency on every verify step). Devices past VATTN_SM_CACHE are asked every time. A racing
  * first call per device writes the same value twice: benign. */
 constexpr int VATTN_SM_CACHE = 64;
-
-/* The combine as the split grid's cooperative tail where it applies (vattn_launch_fast);
- * 0: always the second launch. */
-constexpr int VATTN_COOP_TAIL = 0;
 int g_sm_count[VATTN_SM_CACHE];
 
 int vattn_sm_count(void)
@@ -204,68 +199,35 @@ cudaError_t vattn_smem_attr(void (*kern)(VattnParams), int kern_id, int bytes, b
     return e;
 }
 
-/* Whether the current device runs cooperative launches, asked once per device (0 unknown,
- * 1 yes, 2 no); the same caching as vattn_sm_count. */
-int g_coop_ok[VATTN_SM_CACHE];
-
-bool vattn_coop_ok(void)
-{
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) {
-        cudaGetLastError();
-        return false;
-    }
-    const bool cached = dev >= 0 && dev < VATTN_SM_CACHE;
-    if (cached && (v = __atomic_load_n(&g_coop_ok[dev], __ATOMIC_RELAXED)) != 0)
-        return v == 1;
-    if (cudaDeviceGetAttribute(&v, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess) {
-        cudaGetLastError();
-        return false;
-    }
-    if (cached)
-        __atomic_store_n(&g_coop_ok[dev], v ? 1 : 2, __ATOMIC_RELAXED);
-    return v != 0;
-}
-
-/* One launch, with programmatic dependent launch unless pdl == 0 (vattn_pdl_enter) and as a
- * cooperative grid when coop (vattn_combine_tail's grid barrier). */
+/* One launch, with programmatic dependent launch unless pdl == 0 (vattn_pdl_enter). */
 cudaError_t vattn_launch(void (*kern)(VattnParams), dim3 grid, int threads, size_t smem, cudaStream_t st, int pdl,
-                         const VattnParams &p, bool coop = false)
+                         const VattnParams &p)
 {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = dim3(threads);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = st;
-    cudaLaunchAttribute attr[2];
-    int n = 0;
-    if (pdl) {
-        attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[n++].val.programmaticStreamSerializationAllowed = 1;
-    }
-    if (coop) {
-        attr[n].id = cudaLaunchAttributeCooperative;
-        attr[n++].val.cooperative = 1;
-    }
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = n;
+    cfg.numAttrs = pdl ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, kern, p);
 }
 
 /* A fast kernel: its smem limit (cached), the launch; a failed launch is retried once with the
- * limit set again (a device reset drops it), without PDL and not cooperative (p->coop_tail
- * cleared: the caller then launches the combine kernel). */
+ * limit set again (a device reset drops it) and without PDL. */
 cudaError_t vattn_launch_smem(void (*kern)(VattnParams), int kern_id, int smem, dim3 grid, cudaStream_t st, int pdl,
-                              VattnParams *p)
+                              const VattnParams &p)
 {
     cudaError_t e = vattn_smem_attr(kern, kern_id, smem, false);
-    if (e == cudaSuccess && (e = vattn_launch(kern, grid, NTHREADS, smem, st, pdl, *p, p->coop_tail)) == cudaSuccess)
+    if (e == cudaSuccess && (e = vattn_launch(kern, grid, NTHREADS, smem, st, pdl, p)) == cudaSuccess)
         return e;
     cudaGetLastError();
-    p->coop_tail = 0;
     if ((e = vattn_smem_attr(kern, kern_id, smem, true)) != cudaSuccess)
         return e;
-    return vattn_launch(kern, grid, NTHREADS, smem, st, 0, *p);
+    return vattn_launch(kern, grid, NTHREADS, smem, st, 0, p);
 }
 
 template <int FP16>
@@ -287,34 +249,27 @@ int vattn_launch_fast(const VattnSizes &sz, const FastPlan &pl, VattnParams p, v
         p.ws_ml = (float2 *)((char *)ws + (size_t)sz.bs * pl.nsplit * pl.mpad * DV * sizeof(float));
     }
     const dim3 grid(pl.mchunks, pl.nsplit, sz.bs);
-    const bool nocombine = vattn_dev_knob("VATTN_DEV_NOCOMBINE", 0);
-    /* The combine as the grid's tail (vattn_combine_tail): where the split grid is co-resident
-     * (one block per SM at most, one wave) and G = 1 merges it (fewer than COMBINE_WIDE_SPLITS
-     * splits), so the bits are the combine kernel's. Dev build: VATTN_DEV_COOP=0|1. */
-    const int64_t blocks = (int64_t)sz.bs * pl.mchunks * pl.nsplit;
-    p.coop_tail = pl.nsplit > 1 && pl.nsplit < COMBINE_WIDE_SPLITS && blocks <= sms && !nocombine &&
-                  p.dev_stage == 0 && vattn_dev_knob("VATTN_DEV_COOP", VATTN_COOP_TAIL) && vattn_coop_ok();
     if (vattn_dev_knob("VATTN_DEV_PLAN", 0)) /* dev build: which path a test case takes */
-        fprintf(stderr, "vattn plan: bs %d M %d v%d%s grid %d x %d x %d (%d tiles per split, %d waves) pdl %d coop %d\n",
+        fprintf(stderr, "vattn plan: bs %d M %d v%d%s grid %d x %d x %d (%d tiles per split, %d waves) pdl %d\n",
                 sz.bs, p.M, pl.variant, pl.deep ? " deep" : "", pl.mchunks, pl.nsplit, sz.bs, pl.tiles_per_split,
-                pl.waves, pdl, p.coop_tail);
+                pl.waves, pdl);
     cudaError_t e;
     if (pl.variant == 7) {
         e = pl.deep
-                ? vattn_launch_smem(vattn_fast7_kernel<FP16, 0, 1>, 6 + FP16, (int)sizeof(FastSmem7), grid, st, pdl, &p)
-                : vattn_launch_smem(vattn_fast7_kernel<FP16, 0>, 2 + FP16, (int)sizeof(FastSmem7), grid, st, pdl, &p);
+                ? vattn_launch_smem(vattn_fast7_kernel<FP16, 0, 1>, 6 + FP16, (int)sizeof(FastSmem7), grid, st, pdl, p)
+                : vattn_launch_smem(vattn_fast7_kernel<FP16, 0>, 2 + FP16, (int)sizeof(FastSmem7), grid, st, pdl, p);
         if (e != cudaSuccess)
             return vattn_cuda_fail(e, "launch vattn_fast7_kernel");
     } else if (pl.variant == 8) {
-        e = vattn_launch_smem(vattn_fast7_kernel<FP16, 1>, 4 + FP16, (int)sizeof(FastSmem7), grid, st, pdl, &p);
+        e = vattn_launch_smem(vattn_fast7_kernel<FP16, 1>, 4 + FP16, (int)sizeof(FastSmem7), grid, st, pdl, p);
         if (e != cudaSuccess)
             return vattn_cuda_fail(e, "launch vattn_fast7_kernel (key split)");
     } else {
-        e = vattn_launch_smem(vattn_fast_kernel<FP16>, FP16, (int)sizeof(FastSmem), grid, st, pdl, &p);
+        e = vattn_launch_smem(vattn_fast_kernel<FP16>, FP16, (int)sizeof(FastSmem), grid, st, pdl, p);
         if (e != cudaSuccess)
             return vattn_cuda_fail(e, "launch vattn_fast_kernel");
     }
-    if (pl.nsplit > 1 && !nocombine && !p.coop_tail) {
+    if (pl.nsplit > 1 && !vattn_dev_knob("VATTN_DEV_NOCOMBINE", 0)) {
         const bool wide = pl.nsplit >= COMBINE_WIDE_SPLITS;
         e = vattn_launch(wide ? vattn_combine_kernel<FP16, 4> : vattn_combine_kernel<FP16, 1>, dim3(p.M, sz.bs),
                          wide ? 512 : 128, 0, st, pdl, p);

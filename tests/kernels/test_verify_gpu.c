@@ -13,12 +13,11 @@
  * draft key whose cache row is NaN/Inf, a pool 8x larger than used and all NaN outside the
  * used rows, empty prefixes and single-key requests. The fast kernel captured in a CUDA graph
  * (cudaStreamBeginCapture on a non-blocking stream) and replayed must be bitwise equal to the
- * eager call; the dev build with the split combine as the fast grid's cooperative tail and as a
- * second launch (VATTN_DEV_COOP=1 / 0) bitwise equal to the production call. Every valid case runs again in the extend convention (vattn_gpu_extend.h): the
+ * eager call. Every valid case runs again in the extend convention (vattn_gpu_extend.h): the
  * extend reference / fast call / its graph replay bitwise equal to the verify ones, and invalid
  * extend device data NaNs exactly the requests it names. A summary table ends the output.
  * Exit 77 when there is no GPU.
- * With VATTN_VARIANT, VATTN_FORCE_NSPLIT, VATTN_DEV_DEEP, VATTN_DEV_WAVES or VATTN_DEV_COOP set it tests the dev build
+ * With VATTN_VARIANT, VATTN_FORCE_NSPLIT, VATTN_DEV_DEEP or VATTN_DEV_WAVES set it tests the dev build
  * build/tests/libverify_attn_dev.so (the production library reads no environment).
  */
 #include "vattn_gpu_common.h"
@@ -111,7 +110,7 @@ typedef struct row {
     int det, ok;
     char why[200];
 } row;
-static row rows[400];
+static row rows[320];
 static int nrows, nfail;
 
 static void record(const char *name, const char *kernel, const cmpres *R, int det, const char *extra)
@@ -139,7 +138,6 @@ static void record(const char *name, const char *kernel, const cmpres *R, int de
 /* First guard region found written since the case began ("" = none). */
 static char g_guard[160];
 static int g_short; /* a NAME filter was given: no graph replays (short compute-sanitizer runs) */
-static vlib g_dev;   /* the dev build beside the production library (g_dev.h NULL when testing the dev build) */
 
 static void sync_or_die(cudaStream_t st)
 {
@@ -220,31 +218,6 @@ static void graph_replay(const vlib *L, launch_fn launch, const void *args, cons
 #include "vattn_gpu_extend.h"
 
 /* SP_ZERO_Q: vattn_check_mean (vattn_test_util.h) as a result row */
-/* The fast call's split combine runs either as the fast grid's cooperative tail or as a
- * second launch (vattn_launch_fast); the dev build picks by VATTN_DEV_COOP per call. Both must
- * give the production call's o / lse (in o, lse) bit for bit. "" in why = they do. */
-static void check_tail_paths(const hcall *B, dcall *D, const uint16_t *o, const float *lse, uint16_t *o1,
-                             float *lse1, char *why, size_t n)
-{
-    const char *was = getenv("VATTN_DEV_COOP");
-    char saved[16] = "";
-    if (was)
-        snprintf(saved, sizeof saved, "%s", was);
-    why[0] = 0;
-    for (int coop = 0; coop < 2 && !why[0]; coop++) {
-        setenv("VATTN_DEV_COOP", coop ? "1" : "0", 1);
-        const int rc = run_kernel(g_dev.verify, &g_dev, B, D, o1, lse1);
-        if (rc)
-            snprintf(why, n, " dev build, VATTN_DEV_COOP=%d: status %d", coop, rc);
-        else if (memcmp(o, o1, B->o_elems * 2) || memcmp(lse, lse1, B->lse_elems * 4))
-            snprintf(why, n, " dev build, VATTN_DEV_COOP=%d: not bitwise equal to the production call", coop);
-    }
-    if (was)
-        setenv("VATTN_DEV_COOP", saved, 1);
-    else
-        unsetenv("VATTN_DEV_COOP");
-}
-
 static void check_mean(const hcall *B, const uint16_t *o, const float *lse, int check_lse, cmpres *R)
 {
     vattn_meanres M;
@@ -341,14 +314,6 @@ static void run_case(const gcase *c, const vlib *gpu, const vlib *cpu, int inval
             check_mean(&B, o, lse, check_lse, &M);
             record(name, "fast=mean", &M, -1, "");
         }
-        if (g_dev.h) { /* the split combine's two paths on the dev build: both bitwise this result */
-            cmpres T;
-            memset(&T, 0, sizeof T);
-            T.ok = 1;
-            check_tail_paths(&B, &D, o, lse, o1, lse1, T.why, sizeof T.why);
-            T.ok = !T.why[0];
-            record(name, "tail", &T, -1, "");
-        }
         if (!invalid && !g_short) { /* graph replay vs this eager result */
             graph_replay(gpu, launch_verify, &D.a, &B, &D, o, lse, o1, lse1, extra, sizeof extra);
             cmpres G;
@@ -398,21 +363,18 @@ int main(int argc, char **argv)
         return 77;
     }
     vlib gpu, cpu;
-    static const char *const knobs[] = {"VATTN_VARIANT", "VATTN_FORCE_NSPLIT", "VATTN_DEV_DEEP", "VATTN_DEV_WAVES",
-                                        "VATTN_DEV_COOP"};
+    static const char *const knobs[] = {"VATTN_VARIANT", "VATTN_FORCE_NSPLIT", "VATTN_DEV_DEEP", "VATTN_DEV_WAVES"};
     int dev = 0;
     for (size_t k = 0; k < sizeof knobs / sizeof knobs[0]; k++)
         dev |= getenv(knobs[k]) != NULL;
     if (dev) {
-        printf("VATTN_VARIANT=%s VATTN_FORCE_NSPLIT=%s VATTN_DEV_DEEP=%s VATTN_DEV_WAVES=%s VATTN_DEV_COOP=%s: testing "
-               "the dev build build/tests/libverify_attn_dev.so\n",
+        printf("VATTN_VARIANT=%s VATTN_FORCE_NSPLIT=%s VATTN_DEV_DEEP=%s VATTN_DEV_WAVES=%s: testing the dev build "
+               "build/tests/libverify_attn_dev.so\n",
                getenv(knobs[0]) ? getenv(knobs[0]) : "", getenv(knobs[1]) ? getenv(knobs[1]) : "",
-               getenv(knobs[2]) ? getenv(knobs[2]) : "", getenv(knobs[3]) ? getenv(knobs[3]) : "",
-               getenv(knobs[4]) ? getenv(knobs[4]) : "");
+               getenv(knobs[2]) ? getenv(knobs[2]) : "", getenv(knobs[3]) ? getenv(knobs[3]) : "");
         vlib_open_in(&gpu, "tests", "libverify_attn_dev.so");
     } else {
         vlib_open(&gpu, "libverify_attn.so");
-        vlib_open_in(&g_dev, "tests", "libverify_attn_dev.so"); /* check_tail_paths */
     }
     vlib_open(&cpu, "libverify_attn_cpu.so");
     const int nc = (int)(sizeof cases / sizeof cases[0]);

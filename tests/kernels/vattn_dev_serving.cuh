@@ -10,9 +10,7 @@
  *   eager  N calls launched from the host back to back (includes the library's host work)
  * and per row the roofline floor of vattn_dev --bench (max(unique bytes / D2D copy bandwidth,
  * FLOPs / mma.sync peak), both ceilings measured in this run), time / floor and time - floor
- * (the fixed overhead the latency work is after). VATTN_SERVING_COOP=1 adds per row the dev
- * build with the split combine as a second launch and as the cooperative tail (VATTN_DEV_COOP
- * 0 / 1, alternated twice). Part of vattn_dev.cu, included after its
+ * (the fixed overhead the latency work is after). Part of vattn_dev.cu, included after its
  * helpers (Problem, make_problem, check_fast_vs_ref, bytes_of, flops_of, the ceilings, CK).
  * Every CUDA call is checked; any failure exits non-zero with the call that failed.
  */
@@ -230,18 +228,6 @@ static ServingRow serving_row(const int *c, const char *set, const ServingFlush 
             double wv, cv;
             serving_dev_times(P, knob, F, st, &wv, &cv);
             printf(" v%s %.1f/%.1f", v, cv, wv);
-        }
-        printf("\n");
-    }
-    if (getenv("VATTN_SERVING_COOP")) {
-        /* the split combine as a second launch (0) and as the grid's cooperative tail (1), dev
-         * build, alternated twice: the same instance's A/B for the tail (issue 16) */
-        printf("coop bs=%d H=%d q=%d prefix=%d (cold/warm us):", c[0], c[1], c[2], c[3]);
-        for (const char *v : {"0", "1", "0", "1"}) {
-            const char *const knob[] = {"VATTN_DEV_COOP", v, nullptr};
-            double wv, cv;
-            serving_dev_times(P, knob, F, st, &wv, &cv);
-            printf(" %s %.2f/%.2f", *v == '1' ? "tail" : "launch", cv, wv);
         }
         printf("\n");
     }

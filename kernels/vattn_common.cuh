@@ -3,10 +3,11 @@
  * parameter block (VattnParams), dtype conversions, the key source and mask source of both
  * calling conventions (vattn_verify: drafts in the pool, a [q_len][q_len] visibility matrix;
  * vattn_extend: drafts in k_extend, SGLang's flattened custom mask), the split rule, the
- * ldmatrix / mma.sync / cp.async wrappers, the slot ring, and the P V, rescale and epilogue
- * steps the two fast kernels (v3 in vattn_fast3.cuh, v7 in vattn_fast7.cuh) share. Kept in one
- * header so the rules that decide which keys a request has, where each lives, which a query
- * sees and which slots are valid are written once for every kernel and both conventions.
+ * ldmatrix / mma.sync / cp.async wrappers, the KV stages' XOR swizzle, the slot ring, and the
+ * P V, rescale and epilogue steps the two fast kernels (v3 in vattn_fast3.cuh, v7 in
+ * vattn_fast7.cuh) share. Kept in one header so the rules that decide which keys a request
+ * has, where each lives, which a query sees and which slots are valid are written once for
+ * every kernel and both conventions.
  * Only sm_120-legal instructions (mma.sync, ldmatrix, cp.async): no wgmma, tcgen05 or TMA.
  * Header of the single translation unit verify_attn.cu (everything in an anonymous namespace).
  */
@@ -230,6 +231,27 @@ constexpr int CHUNKS_PER_ROW = QK * 2 / 16; /* 72 cp.async chunks of 16 B per KV
 __device__ __forceinline__ uint32_t smem_u32(const void *ptr)
 {
     return (uint32_t)__cvta_generic_to_shared(ptr);
+}
+
+/* KV stages of v3 and v7 / v8 are XOR-swizzled: rows of 1152 B without padding, the 16-byte chunk
+ * c of row r stored at chunk c ^ (r & 7). Rows stay 128-byte aligned, so the cp.async copies of a
+ * row fill whole 128-byte lines (a padded 1168-byte pitch cost 1.8x their ideal shared-memory
+ * wavefronts), and the 8 rows of every ldmatrix still land on 8 distinct bank groups.
+ * Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled KV stage. */
+__device__ __forceinline__ uint32_t vattn_swz(int row, int chunk)
+{
+    return (uint32_t)(row * (QK * 2) + ((chunk ^ (row & 7)) << 4));
+}
+
+/* This lane's 4 ldmatrix base addresses for a sweep over 16-byte chunks c0 + 2 s (s = 0, 1,
+ * ...) of rows with r & 7 = r7, where c0 = 8 a + b (b = 0 or 1): with q = s & 3, chunk
+ * (c0 + 2 s) ^ r7 = 8 (a + (s >> 2)) + (b ^ (r7 & 1)) + 2 (q ^ (r7 >> 1)), so step s reads
+ * base[s & 3] + 128 (s >> 2): immediate offsets only, as without the swizzle. */
+__device__ __forceinline__ void vattn_sweep_bases(uint32_t row_addr, int a, int b, int r7, uint32_t (&base)[4])
+{
+#pragma unroll
+    for (int q = 0; q < 4; q++)
+        base[q] = row_addr + ((8 * a + (b ^ (r7 & 1)) + 2 * (q ^ (r7 >> 1))) << 4);
 }
 
 __device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2,

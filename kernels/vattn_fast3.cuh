@@ -3,12 +3,16 @@
  * most 32 (token, head) rows (M = q_len * H <= 32), where v7's 64-row block would be mostly
  * padding. Flash-decode split-K: a block owns 32 rows of one request and one contiguous range
  * of its KV sequence (grid: row chunk, split, request). KV tiles of 32 rows arrive through
- * kv_indices by cp.async (2 stages, pitch padded for conflict-free ldmatrix); each smem tile
+ * kv_indices by cp.async (2 stages, XOR-swizzled as v7's: vattn_swz); each smem tile
  * serves both K (576 cols, S = Q K^T) and V (first 512 cols, O += P V); bf16/fp16 mma.sync
  * m16n8k16 with ldmatrix operands, fp32 accumulators, online softmax in fp32 (log2 domain).
  * Q fragments stay in registers; 8 warps = 4 k-quarters x 2 key halves, the partial S summed
- * in fixed order through smem; three block barriers per tile. The blocks of one request that
- * share a KV range have adjacent blockIdx.x, so re-reads of a KV tile hit L2.
+ * in fixed order through smem; three block barriers per tile. A k-quarter is every fourth k16
+ * step (kq, kq + 4, ..., kq + 32), not 144 contiguous columns: in the swizzled stage its
+ * ldmatrix sweep is then one base address per lane plus immediate offsets (a contiguous
+ * quarter starts at chunk 18 kq, where the XOR breaks the sweep's fixed stride). The blocks
+ * of one request that share a KV range have adjacent blockIdx.x, so re-reads of a KV tile
+ * hit L2.
  * Shared steps (slot ring, P V, epilogue) are in vattn_common.cuh.
  */
 #ifndef VATTN_FAST3_CUH
@@ -19,12 +23,11 @@
 namespace {
 
 constexpr int BM = 32;            /* (token, head) rows per block */
-constexpr int KV_PITCH = QK + 8;  /* +16 B per row: ldmatrix rows land on distinct banks */
 constexpr int P_PITCH = BN + 8;
-constexpr int KSTEPS = QK / 16 / 4; /* 9 k16 steps per k-quarter of the S product */
+constexpr int KSTEPS = QK / 16 / 4; /* 9 k16 steps per k-quarter of the S product (steps kq + 4 ks) */
 
 struct FastSmem {
-    uint16_t kv[2][BN][KV_PITCH];  /* 2 cp.async stages */
+    uint16_t kv[2][BN][QK];        /* 2 cp.async stages, swizzled (vattn_swz) */
     float red[4][BM][RED_PITCH];   /* S partials of the 4 k-quarters, summed in fixed order */
     uint16_t p[BM][P_PITCH];       /* P in the input dtype, A operand of O += P V */
     float m[BM], l[BM], alpha[BM]; /* online-softmax state (m in log2 units) */
@@ -34,18 +37,21 @@ struct FastSmem {
     uint8_t hidden[VATTN_MAX_Q_LEN]; /* draft keys no row of the block sees (vattn_hidden_drafts) */
 };
 
-/* Issues the cp.async copies of KV tile `tile` into `stage` from the slot ring; rows without
- * an address are zero-filled from a valid one (the pool's row 0). */
-template <class Smem>
-__device__ __forceinline__ void vattn_load_tile(const VattnParams &p, Smem &sm, int stage,
-                                                int tile, int tid)
+/* Issues the cp.async copies of KV tile `tile` into `stage` from the slot ring: thread t copies
+ * chunks (t & 7) + 8 i of row t >> 3 (stored at 8 i + ((t & 7) ^ (row & 7)): one slot read and
+ * one address per thread, immediate offsets); rows without an address are zero-filled from a
+ * valid one (the pool's row 0). */
+__device__ __forceinline__ void vattn_load_tile(const VattnParams &p, FastSmem &sm, int stage, int tile, int tid)
 {
+    static_assert(BN * 8 == NTHREADS && CHUNKS_PER_ROW % 8 == 0, "v3 loader: 8 threads per KV row");
+    const int row = tid >> 3, c0 = tid & 7;
+    const uint16_t *krow = sm.rows[tile & 3][row];
+    const uint16_t *src = (krow ? krow : p.kv) + c0 * 8;
+    const int n = krow ? 16 : 0;
+    const uint32_t dst = smem_u32(&sm.kv[stage][0][0]) + vattn_swz(row, c0);
 #pragma unroll
-    for (int k = 0; k < BN * CHUNKS_PER_ROW / NTHREADS; k++) {
-        const int c = tid + k * NTHREADS, row = c / CHUNKS_PER_ROW, col = c % CHUNKS_PER_ROW;
-        const uint16_t *krow = sm.rows[tile & 3][row];
-        cp_async16(smem_u32(&sm.kv[stage][row][col * 8]), krow ? krow + col * 8 : p.kv, krow ? 16 : 0);
-    }
+    for (int i = 0; i < CHUNKS_PER_ROW / 8; i++)
+        cp_async16(dst + i * 128, src + i * 64, n);
 }
 
 template <int FP16>
@@ -76,13 +82,13 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast_kernel(VattnParams p)
             const uint32_t *src = nullptr;
             if (r < p.M) {
                 const int i = r / p.H, h = r % p.H;
-                src = reinterpret_cast<const uint32_t *>(
-                    p.q + ((int64_t)b * p.q_len + i) * p.q_st + h * p.q_sh + kq * (KSTEPS * 16));
+                src = reinterpret_cast<const uint32_t *>(p.q + ((int64_t)b * p.q_len + i) * p.q_st + h * p.q_sh +
+                                                         kq * 16);
             }
 #pragma unroll
-            for (int ks = 0; ks < KSTEPS; ks++) {
-                qf[mt][ks][hr] = src ? src[ks * 8 + t4] : 0u;
-                qf[mt][ks][hr + 2] = src ? src[ks * 8 + 4 + t4] : 0u;
+            for (int ks = 0; ks < KSTEPS; ks++) { /* k16 step kq + 4 ks: 32 uint32 further per ks */
+                qf[mt][ks][hr] = src ? src[ks * 32 + t4] : 0u;
+                qf[mt][ks][hr + 2] = src ? src[ks * 32 + 4 + t4] : 0u;
             }
         }
 
@@ -171,12 +177,14 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast_kernel(VattnParams p)
 #pragma unroll
                 for (int e = 0; e < 4; e++)
                     sacc[mt][nt][e] = 0.0f;
-        const uint32_t kbase = smem_u32(
-            &sm.kv[stage][nh * 16 + (lane & 7) + ((lane >> 4) << 3)][kq * (KSTEPS * 16) + ((lane >> 3) & 1) * 8]);
+        /* lane's K row nh*16 + (lane & 7) + 8 (lane >> 4); k16 step kq + 4 ks is chunk 2 kq +
+         * ((lane >> 3) & 1) + 8 ks, stored at ((2 kq + ((lane >> 3) & 1)) ^ (lane & 7)) + 8 ks */
+        const uint32_t kbase = smem_u32(&sm.kv[stage][nh * 16 + (lane & 7) + ((lane >> 4) << 3)][0]) +
+                               (((2 * kq + ((lane >> 3) & 1)) ^ (lane & 7)) << 4);
 #pragma unroll
         for (int ks = 0; ks < KSTEPS; ks++) {
             uint32_t b0, b1, b2, b3;
-            ldsm_x4(kbase + ks * 32, b0, b1, b2, b3);
+            ldsm_x4(kbase + ks * 128, b0, b1, b2, b3);
 #pragma unroll
             for (int mt = 0; mt < 2; mt++) {
                 mma16816<FP16>(sacc[mt][0], qf[mt][ks], b0, b1);
@@ -243,12 +251,13 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast_kernel(VattnParams p)
 
         /* O[:, warp's 64 cols] = alpha * O + P . V */
         vattn_rescale_o<BM / 16, 8>(oacc, sm.alpha, 0, lane);
-        /* V rows kk*16 + (lane & 7) (+8 for lanes 8-15, 24-31), columns 64 warp + 8 (lane >> 4) */
-        const uint32_t vbase =
-            smem_u32(&sm.kv[stage][(lane & 7) + ((lane >> 3) & 1) * 8][warp * 64 + (lane >> 4) * 8]);
+        /* V rows kk*16 + (lane & 7) (+8 for lanes 8-15, 24-31), chunks 8 warp + (lane >> 4) + 2 np */
+        uint32_t vb[4];
+        vattn_sweep_bases(smem_u32(&sm.kv[stage][(lane & 7) + ((lane >> 3) & 1) * 8][0]), warp, lane >> 4, lane & 7,
+                          vb);
         vattn_pv_tile<FP16, BM / 16, 8>(
             oacc, [&](int row, int col) { return smem_u32(&sm.p[row][col]); },
-            [&](int kk, int np) { return vbase + (kk * 16 * KV_PITCH + np * 16) * 2; }, 0, lane);
+            [&](int kk, int np) { return vb[np] + kk * (16 * QK * 2); }, 0, lane);
     }
     __syncthreads(); /* final m, l, bad visible to every thread */
     vattn_pdl_trigger(); /* the combine kernel may be launched (it waits for this grid to end) */

@@ -215,7 +215,7 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
         const int krow = (lane & 7) + ((lane >> 4) << 3);
         const uint32_t krow_addr = smem_u32(&sm.kv[stage][krow][0]);
         uint32_t kb[4];
-        v7_sweep_bases(krow_addr, 4 * kh, (lane >> 3) & 1, lane & 7, kb);
+        vattn_sweep_bases(krow_addr, 4 * kh, (lane >> 3) & 1, lane & 7, kb);
         constexpr int K16 = 16 * QK * 2; /* keys 16..31 */
         uint32_t kf[2][8];
         ldsm_x4(kb[0], kf[0][0], kf[0][1], kf[0][2], kf[0][3]);
@@ -311,7 +311,7 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
         {
             /* V rows kk*16 + (lane & 7) (+8 for lanes 8-15, 24-31), chunks 16 w4 + (lane >> 4) + 2 np */
             uint32_t vb[4];
-            v7_sweep_bases(smem_u32(&sm.kv[stage][(lane & 7) + ((lane >> 3) & 1) * 8][0]), 2 * w4, lane >> 4,
+            vattn_sweep_bases(smem_u32(&sm.kv[stage][(lane & 7) + ((lane >> 3) & 1) * 8][0]), 2 * w4, lane >> 4,
                            lane & 7, vb);
             vattn_pv_tile<FP16, 2, 16>(
                 oacc, [&](int row, int col) { return smem_u32(vattn_p7(sm, row, col)); },

@@ -3,8 +3,8 @@
  * apart so that the kernel reads as its loop: the block's shared-memory layout (FastSmem7: the
  * two swizzled KV stages, the P and partial-S buffers, the kv_indices ring, the rope columns of
  * Q, softmax state), the raw-index cp.async ring and its reads, named barriers (bar.sync /
- * bar.red.or with a thread count) and the stages' mbarriers, the XOR swizzle and the ldmatrix
- * base addresses it gives, the tile loader (one group's cp.async copies of a 32-key tile,
+ * bar.red.or with a thread count) and the stages' mbarriers, the tile loader (one group's
+ * cp.async copies of a 32-key tile into the XOR-swizzled stage of vattn_common.cuh's vattn_swz,
  * arriving on the stage's "full" mbarrier), and the key-split merge of v8 (group 1's m, l, O
  * into group 0's, in a fixed order). Everything here is legal on sm_120 and sm_90 (cp.async,
  * ldmatrix, mbarrier; no TMA, wgmma or tcgen05).
@@ -86,7 +86,7 @@ __device__ __forceinline__ float vattn_ex2(float x)
 
 struct FastSmem7 {
     /* 2 stages (full / empty mbarriers below), rows of 1152 B without padding: the 16-byte
-     * chunk c of row r sits at chunk c ^ (r & 7) (v7_swz). Rows stay 128-byte aligned, so the
+     * chunk c of row r sits at chunk c ^ (r & 7) (vattn_swz). Rows stay 128-byte aligned, so the
      * cp.async copies of a row fill whole 128-byte lines (with v6's 1168-byte padded pitch
      * they cost 1.8x their ideal smem wavefronts: 15 % of the kernel's total), and the 8 rows
      * of every ldmatrix still land on 8 distinct bank groups. */
@@ -165,23 +165,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t *bar, int parity)
     } while (!done);
 }
 
-/* Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled KV stage. */
-__device__ __forceinline__ uint32_t v7_swz(int row, int chunk)
-{
-    return (uint32_t)(row * (QK * 2) + ((chunk ^ (row & 7)) << 4));
-}
-
-/* This lane's 4 ldmatrix base addresses for a sweep over 16-byte chunks c0 + 2 s (s = 0, 1,
- * ...) of rows with r & 7 = r7, where c0 = 8 a + b (b = 0 or 1): with q = s & 3, chunk
- * (c0 + 2 s) ^ r7 = 8 (a + (s >> 2)) + (b ^ (r7 & 1)) + 2 (q ^ (r7 >> 1)), so step s reads
- * base[s & 3] + 128 (s >> 2): immediate offsets only, as without the swizzle. */
-__device__ __forceinline__ void v7_sweep_bases(uint32_t row_addr, int a, int b, int r7, uint32_t (&base)[4])
-{
-#pragma unroll
-    for (int q = 0; q < 4; q++)
-        base[q] = row_addr + ((8 * a + (b ^ (r7 & 1)) + 2 * (q ^ (r7 >> 1))) << 4);
-}
-
 /* This lane's Q fragments (A operand of m16n8k16) for the 16 block rows from r0 (rows r0 + g,
  * r0 + g + 8), latent columns of k-half kh (kh * 256 + ks * 16 + 2 t4 | + 8); rows past M are 0. */
 __device__ __forceinline__ void v7_load_q(const VattnParams &p, uint32_t (&qf)[KSTEPS7][4], int r0, int b, int kh,
@@ -214,7 +197,7 @@ __device__ __forceinline__ void v7_load_tile(const VattnParams &p, FastSmem7 &sm
         const uint16_t *krow = sm.rows[tile & 3][row];
         const uint16_t *src = (krow ? krow : p.kv) + c0 * 8;
         const int n = krow ? 16 : 0;
-        const uint32_t dst = smem_u32(&sm.kv[stage][0][0]) + v7_swz(row, c0);
+        const uint32_t dst = smem_u32(&sm.kv[stage][0][0]) + vattn_swz(row, c0);
 #pragma unroll
         for (int i = 0; i < CHUNKS_PER_ROW / 8; i++)
             cp_async16(dst + i * 128, src + i * 64, n);

@@ -9,6 +9,7 @@
 #                                                 knobs (verify_attn.cu)
 #   build/tests/test_verify_cpu                   CPU test (TESTS, ASAN_TESTS)
 #   build/tests/test_vattn_plan                   the launch policy, CPU only (TESTS, ASAN_TESTS)
+#   build/tests/test_vattn_swizzle                the KV stages' layout, CPU only (TESTS, ASAN_TESTS)
 #   build/tests/test_verify_gpu, build/tests/vattn_dev   GPU test and dev harness (GPU_TESTS)
 
 VATTN_CPU_LIB := $(LIB)/libverify_attn_cpu.so
@@ -57,9 +58,15 @@ $(TBIN)/test_vattn_plan: tests/kernels/test_vattn_plan.c kernels/vattn_plan.h te
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS)
 
-ALL_TARGETS += $(VATTN_CPU_LIB) $(VATTN_CPU_PERTURBED) $(VATTN_CPU_SLOW) $(TBIN)/test_verify_cpu $(TBIN)/test_vattn_plan
-TESTS += $(TBIN)/test_verify_cpu $(TBIN)/test_vattn_plan
-ASAN_TESTS += $(TBIN)/test_verify_cpu $(TBIN)/test_vattn_plan
+# The KV stages' swizzle is header-only C too (kernels/vattn_swizzle.h): tested without a GPU.
+$(TBIN)/test_vattn_swizzle: tests/kernels/test_vattn_swizzle.c kernels/vattn_swizzle.h tests/testkit.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS)
+
+ALL_TARGETS += $(VATTN_CPU_LIB) $(VATTN_CPU_PERTURBED) $(VATTN_CPU_SLOW) $(TBIN)/test_verify_cpu $(TBIN)/test_vattn_plan \
+               $(TBIN)/test_vattn_swizzle
+TESTS += $(TBIN)/test_verify_cpu $(TBIN)/test_vattn_plan $(TBIN)/test_vattn_swizzle
+ASAN_TESTS += $(TBIN)/test_verify_cpu $(TBIN)/test_vattn_plan $(TBIN)/test_vattn_swizzle
 
 # ---- CUDA: library, GPU test, dev harness / bench driver (scripts/build_nvcc.sh) ----
 # One translation unit: verify_attn.cu (host side) includes the kernel headers kernels/*.cuh.

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "verify_attn.h"
+#include "vattn_swizzle.h"
 
 namespace {
 
@@ -233,25 +234,15 @@ __device__ __forceinline__ uint32_t smem_u32(const void *ptr)
     return (uint32_t)__cvta_generic_to_shared(ptr);
 }
 
-/* KV stages of v3 and v7 / v8 are XOR-swizzled: rows of 1152 B without padding, the 16-byte chunk
- * c of row r stored at chunk c ^ (r & 7). Rows stay 128-byte aligned, so the cp.async copies of a
- * row fill whole 128-byte lines (a padded 1168-byte pitch cost 1.8x their ideal shared-memory
- * wavefronts), and the 8 rows of every ldmatrix still land on 8 distinct bank groups.
- * Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled KV stage. */
-__device__ __forceinline__ uint32_t vattn_swz(int row, int chunk)
-{
-    return (uint32_t)(row * (QK * 2) + ((chunk ^ (row & 7)) << 4));
-}
-
-/* This lane's 4 ldmatrix base addresses for a sweep over 16-byte chunks c0 + 2 s (s = 0, 1,
- * ...) of rows with r & 7 = r7, where c0 = 8 a + b (b = 0 or 1): with q = s & 3, chunk
- * (c0 + 2 s) ^ r7 = 8 (a + (s >> 2)) + (b ^ (r7 & 1)) + 2 (q ^ (r7 >> 1)), so step s reads
- * base[s & 3] + 128 (s >> 2): immediate offsets only, as without the swizzle. */
+/* The KV stages' XOR swizzle (vattn_swizzle.h: vattn_swz, VATTN_SWEEP_CHUNK, vattn_v3_kchunk).
+ * This lane's 4 ldmatrix base addresses for a sweep over 16-byte chunks 8 a + b + 2 s of rows
+ * with r & 7 = r7: step s reads base[s & 3] + 128 (s >> 2), immediate offsets only. */
+static_assert(QK * 2 == VATTN_SWZ_ROW_BYTES && CHUNKS_PER_ROW == VATTN_SWZ_CHUNKS, "vattn_swizzle.h: KV row size");
 __device__ __forceinline__ void vattn_sweep_bases(uint32_t row_addr, int a, int b, int r7, uint32_t (&base)[4])
 {
 #pragma unroll
     for (int q = 0; q < 4; q++)
-        base[q] = row_addr + ((8 * a + (b ^ (r7 & 1)) + 2 * (q ^ (r7 >> 1))) << 4);
+        base[q] = row_addr + (VATTN_SWEEP_CHUNK(a, b, r7, q) << 4);
 }
 
 __device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t &r0, uint32_t &r1, uint32_t &r2,

@@ -177,10 +177,10 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast_kernel(VattnParams p)
 #pragma unroll
                 for (int e = 0; e < 4; e++)
                     sacc[mt][nt][e] = 0.0f;
-        /* lane's K row nh*16 + (lane & 7) + 8 (lane >> 4); k16 step kq + 4 ks is chunk 2 kq +
-         * ((lane >> 3) & 1) + 8 ks, stored at ((2 kq + ((lane >> 3) & 1)) ^ (lane & 7)) + 8 ks */
+        /* lane's K row nh*16 + (lane & 7) + 8 (lane >> 4); k16 step kq + 4 ks, half (lane >> 3) & 1,
+         * is stored at vattn_v3_kchunk + 8 ks */
         const uint32_t kbase = smem_u32(&sm.kv[stage][nh * 16 + (lane & 7) + ((lane >> 4) << 3)][0]) +
-                               (((2 * kq + ((lane >> 3) & 1)) ^ (lane & 7)) << 4);
+                               (vattn_v3_kchunk(kq, (lane >> 3) & 1, lane & 7) << 4);
 #pragma unroll
         for (int ks = 0; ks < KSTEPS; ks++) {
             uint32_t b0, b1, b2, b3;

@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
                     a[0], a[1], a[2], a[3]);
             /* rope chunks 64 + 2 (kh RSTEPS7 + ks) + ((lane >> 3) & 1) */
             const uint32_t kr =
-                krow_addr + (((DV / 8 + 2 * (kh * RSTEPS7 + ks) + ((lane >> 3) & 1)) ^ (lane & 7)) << 4);
+                krow_addr + (vattn_swz_chunk(lane & 7, DV / 8 + 2 * (kh * RSTEPS7 + ks) + ((lane >> 3) & 1)) << 4);
             ldsm_x4(kr, b0, b1, b2, b3);
             ldsm_x4(kr + K16, c0, c1, c2, c3);
             mma16816<FP16>(sacc[0], a, b0, b1);

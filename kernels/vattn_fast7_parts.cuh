@@ -4,7 +4,7 @@
  * two swizzled KV stages, the P and partial-S buffers, the kv_indices ring, the rope columns of
  * Q, softmax state), the raw-index cp.async ring and its reads, named barriers (bar.sync /
  * bar.red.or with a thread count) and the stages' mbarriers, the tile loader (one group's
- * cp.async copies of a 32-key tile into the XOR-swizzled stage of vattn_common.cuh's vattn_swz,
+ * cp.async copies of a 32-key tile into the XOR-swizzled stage of vattn_swizzle.h,
  * arriving on the stage's "full" mbarrier), and the key-split merge of v8 (group 1's m, l, O
  * into group 0's, in a fixed order). Everything here is legal on sm_120 and sm_90 (cp.async,
  * ldmatrix, mbarrier; no TMA, wgmma or tcgen05).

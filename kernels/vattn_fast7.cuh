@@ -312,7 +312,7 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
             /* V rows kk*16 + (lane & 7) (+8 for lanes 8-15, 24-31), chunks 16 w4 + (lane >> 4) + 2 np */
             uint32_t vb[4];
             vattn_sweep_bases(smem_u32(&sm.kv[stage][(lane & 7) + ((lane >> 3) & 1) * 8][0]), 2 * w4, lane >> 4,
-                           lane & 7, vb);
+                              lane & 7, vb);
             vattn_pv_tile<FP16, 2, 16>(
                 oacc, [&](int row, int col) { return smem_u32(vattn_p7(sm, row, col)); },
                 [&](int kk, int np) { return vb[np & 3] + (np >> 2) * 128 + kk * (16 * QK * 2); }, grp * 32, lane);

@@ -3,11 +3,11 @@
  * parameter block (VattnParams), dtype conversions, the key source and mask source of both
  * calling conventions (vattn_verify: drafts in the pool, a [q_len][q_len] visibility matrix;
  * vattn_extend: drafts in k_extend, SGLang's flattened custom mask), the split rule, the
- * ldmatrix / mma.sync / cp.async wrappers, the KV stages' XOR swizzle, the slot ring, and the
- * P V, rescale and epilogue steps the two fast kernels (v3 in vattn_fast3.cuh, v7 in
- * vattn_fast7.cuh) share. Kept in one header so the rules that decide which keys a request
- * has, where each lives, which a query sees and which slots are valid are written once for
- * every kernel and both conventions.
+ * ldmatrix / mma.sync / cp.async wrappers, the swizzled stages' ldmatrix bases (the layout
+ * itself is vattn_swizzle.h), the slot ring, and the P V, rescale and epilogue steps the two
+ * fast kernels (v3 in vattn_fast3.cuh, v7 in vattn_fast7.cuh) share. Kept in one header so
+ * the rules that decide which keys a request has, where each lives, which a query sees and
+ * which slots are valid are written once for every kernel and both conventions.
  * Only sm_120-legal instructions (mma.sync, ldmatrix, cp.async): no wgmma, tcgen05 or TMA.
  * Header of the single translation unit verify_attn.cu (everything in an anonymous namespace).
  */

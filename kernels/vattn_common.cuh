@@ -221,7 +221,7 @@ __device__ __forceinline__ VattnBlockKeys vattn_block_keys(const VattnParams &p,
     k.idx_end = p.ext && k.prefix < k.key_end ? k.prefix : k.key_end;
     k.ntiles = k.key_end > k.key_begin ? (int)((k.key_end - k.key_begin + BN - 1) / BN) : 0;
 #ifdef VATTN_DEV
-    if (p.dev_stage >= 2) /* timing variants: no KV tiles */
+    if (p.dev_stage == 2 || p.dev_stage == 3) /* timing variants: no KV tiles */
         k.ntiles = 0;
 #endif
     return k;
@@ -285,6 +285,22 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int sr
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n"); }
+/* One loader thread's share of KV row `row` of a tile: chunks c0 + 8 i (i = 0..8) of the cache
+ * row krow into the XOR-swizzled stage at smem address `stage` (vattn_swizzle.h: stored at
+ * 8 i + (c0 ^ (row & 7)), so one address and immediate offsets). A row without an address
+ * (krow NULL) is zero-filled from a valid one (the pool's row 0). v3's and v7's loaders both
+ * copy tiles this way: 8 threads per row. */
+__device__ __forceinline__ void vattn_copy_row(const VattnParams &p, uint32_t stage, const uint16_t *krow, int row,
+                                               int c0)
+{
+    static_assert(CHUNKS_PER_ROW % 8 == 0, "8 loader threads per KV row");
+    const uint16_t *src = (krow ? krow : p.kv) + c0 * 8;
+    const int n = krow ? 16 : 0;
+    const uint32_t dst = stage + vattn_swz(row, c0);
+#pragma unroll
+    for (int i = 0; i < CHUNKS_PER_ROW / 8; i++)
+        cp_async16(dst + i * 128, src + i * 64, n);
+}
 /* Waits for this thread's committed cp.async groups only: copies issued since its last commit
  * (v8's KV copies, tracked by an mbarrier instead) are not waited for. */
 __device__ __forceinline__ void cp_async_wait_committed() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }

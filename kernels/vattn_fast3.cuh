@@ -38,20 +38,13 @@ struct FastSmem {
 };
 
 /* Issues the cp.async copies of KV tile `tile` into `stage` from the slot ring: thread t copies
- * chunks (t & 7) + 8 i of row t >> 3 (stored at 8 i + ((t & 7) ^ (row & 7)): one slot read and
- * one address per thread, immediate offsets); rows without an address are zero-filled from a
- * valid one (the pool's row 0). */
+ * its share of row t >> 3 (vattn_copy_row: 8 threads per row, one slot read and one address per
+ * thread). */
 __device__ __forceinline__ void vattn_load_tile(const VattnParams &p, FastSmem &sm, int stage, int tile, int tid)
 {
     static_assert(BN * 8 == NTHREADS && CHUNKS_PER_ROW % 8 == 0, "v3 loader: 8 threads per KV row");
-    const int row = tid >> 3, c0 = tid & 7;
-    const uint16_t *krow = sm.rows[tile & 3][row];
-    const uint16_t *src = (krow ? krow : p.kv) + c0 * 8;
-    const int n = krow ? 16 : 0;
-    const uint32_t dst = smem_u32(&sm.kv[stage][0][0]) + vattn_swz(row, c0);
-#pragma unroll
-    for (int i = 0; i < CHUNKS_PER_ROW / 8; i++)
-        cp_async16(dst + i * 128, src + i * 64, n);
+    const int row = tid >> 3;
+    vattn_copy_row(p, smem_u32(&sm.kv[stage][0][0]), sm.rows[tile & 3][row], row, tid & 7);
 }
 
 template <int FP16>

@@ -172,10 +172,12 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
         const int stage = KS ? grp : j & 1;
         const int parity = (j >> 1) & 1; /* the stage's (j >> 1)-th use (KS: j = grp + 2 n, so n = j >> 1) */
         /* KS: the group's refill barrier after P V(j-2) already freed red and alpha */
-        if (!KS && j > 0)
+        if (!KS && j > 0 && !V7_PROBE(p, V7_PROBE_NOBAR))
             bar_sync_named(V7_BAR_TOP + grp, 128); /* the group's P V(j-1) done: red, alpha free */
         {
-            if (warp == lead) {
+            if (warp == lead && V7_PROBE(p, V7_PROBE_NORING)) {
+                sm.rows[(j + 2) & 3][lane] = sm.rows[j & 3][lane]; /* the rows of a landed tile */
+            } else if (warp == lead) {
                 /* indices of tile j+2 landed: range-checked into the slot ring (group 1 copies
                  * the tile after its P V of tile j; KS: this group) and its rows start into L2;
                  * tile j+3's (KS: j+4's) indices are requested. KS: this warp also loads KV;
@@ -189,9 +191,10 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
                 /* DEEP: tile j+3's rows into L2 now (tile 2's went at j = 0), the ring runs
                  * three tiles ahead; its slot (j+3) % IDX_RING landed with the wait above */
                 constexpr bool deep = !KS && DEEP;
-                if (!deep || j == 0)
+                const bool noload = V7_PROBE(p, V7_PROBE_NOLOAD);
+                if ((!deep || j == 0) && !noload)
                     vattn_prefetch_row_l2(r2);
-                if (deep)
+                if (deep && !noload)
                     vattn_prefetch_row_l2(
                         vattn_idx_row(p, sm, (j + 3) % IDX_RING, lane + (j + 3) * BN, rel_end, rel_pre, b, lane));
                 /* KS: the group's tile after next is j + 4 */
@@ -200,7 +203,10 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
                 cp_async_commit();
             }
         }
-        mbar_wait(&sm.full[stage], parity);
+        if (V7_PROBE(p, V7_PROBE_TESTWAIT))
+            mbar_spin(&sm.full[stage], parity);
+        else
+            mbar_wait(&sm.full[stage], parity);
 
         /* S (partial over this warp's k-half) = Q[16 rows] . K[32 keys]^T, K fragments of
          * k step s+1 loaded before the MMAs of step s */
@@ -217,54 +223,60 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
         uint32_t kb[4];
         vattn_sweep_bases(krow_addr, 4 * kh, (lane >> 3) & 1, lane & 7, kb);
         constexpr int K16 = 16 * QK * 2; /* keys 16..31 */
-        uint32_t kf[2][8];
-        ldsm_x4(kb[0], kf[0][0], kf[0][1], kf[0][2], kf[0][3]);
-        ldsm_x4(kb[0] + K16, kf[0][4], kf[0][5], kf[0][6], kf[0][7]);
+        if (!V7_PROBE(p, V7_PROBE_NOS)) {
+            uint32_t kf[2][8];
+            ldsm_x4(kb[0], kf[0][0], kf[0][1], kf[0][2], kf[0][3]);
+            ldsm_x4(kb[0] + K16, kf[0][4], kf[0][5], kf[0][6], kf[0][7]);
 #pragma unroll
-        for (int ks = 0; ks < KSTEPS7; ks++) {
-            const int cb = ks & 1;
-            if (ks + 1 < KSTEPS7) {
-                const uint32_t ka = kb[(ks + 1) & 3] + ((ks + 1) >> 2) * 128;
-                ldsm_x4(ka, kf[cb ^ 1][0], kf[cb ^ 1][1], kf[cb ^ 1][2], kf[cb ^ 1][3]);
-                ldsm_x4(ka + K16, kf[cb ^ 1][4], kf[cb ^ 1][5], kf[cb ^ 1][6], kf[cb ^ 1][7]);
+            for (int ks = 0; ks < KSTEPS7; ks++) {
+                const int cb = ks & 1;
+                if (ks + 1 < KSTEPS7) {
+                    const uint32_t ka = kb[(ks + 1) & 3] + ((ks + 1) >> 2) * 128;
+                    ldsm_x4(ka, kf[cb ^ 1][0], kf[cb ^ 1][1], kf[cb ^ 1][2], kf[cb ^ 1][3]);
+                    ldsm_x4(ka + K16, kf[cb ^ 1][4], kf[cb ^ 1][5], kf[cb ^ 1][6], kf[cb ^ 1][7]);
+                }
+                mma16816<FP16>(sacc[0], qf[ks], kf[cb][0], kf[cb][1]);
+                mma16816<FP16>(sacc[1], qf[ks], kf[cb][2], kf[cb][3]);
+                mma16816<FP16>(sacc[2], qf[ks], kf[cb][4], kf[cb][5]);
+                mma16816<FP16>(sacc[3], qf[ks], kf[cb][6], kf[cb][7]);
             }
-            mma16816<FP16>(sacc[0], qf[ks], kf[cb][0], kf[cb][1]);
-            mma16816<FP16>(sacc[1], qf[ks], kf[cb][2], kf[cb][3]);
-            mma16816<FP16>(sacc[2], qf[ks], kf[cb][4], kf[cb][5]);
-            mma16816<FP16>(sacc[3], qf[ks], kf[cb][6], kf[cb][7]);
-        }
 #pragma unroll
-        for (int ks = 0; ks < RSTEPS7; ks++) {
-            uint32_t a[4], b0, b1, b2, b3, c0, c1, c2, c3;
-            ldsm_x4(smem_u32(&sm.qr[qrg * 16 + (lane & 7) + ((lane >> 3) & 1) * 8]
-                                   [(kh * RSTEPS7 + ks) * 16 + (lane >> 4) * 8]),
-                    a[0], a[1], a[2], a[3]);
-            /* rope chunks 64 + 2 (kh RSTEPS7 + ks) + ((lane >> 3) & 1) */
-            const uint32_t kr =
-                krow_addr + (vattn_swz_chunk(lane & 7, DV / 8 + 2 * (kh * RSTEPS7 + ks) + ((lane >> 3) & 1)) << 4);
-            ldsm_x4(kr, b0, b1, b2, b3);
-            ldsm_x4(kr + K16, c0, c1, c2, c3);
-            mma16816<FP16>(sacc[0], a, b0, b1);
-            mma16816<FP16>(sacc[1], a, b2, b3);
-            mma16816<FP16>(sacc[2], a, c0, c1);
-            mma16816<FP16>(sacc[3], a, c2, c3);
+            for (int ks = 0; ks < RSTEPS7; ks++) {
+                uint32_t a[4], b0, b1, b2, b3, c0, c1, c2, c3;
+                ldsm_x4(smem_u32(&sm.qr[qrg * 16 + (lane & 7) + ((lane >> 3) & 1) * 8]
+                                       [(kh * RSTEPS7 + ks) * 16 + (lane >> 4) * 8]),
+                        a[0], a[1], a[2], a[3]);
+                /* rope chunks 64 + 2 (kh RSTEPS7 + ks) + ((lane >> 3) & 1) */
+                const uint32_t kr =
+                    krow_addr + (vattn_swz_chunk(lane & 7, DV / 8 + 2 * (kh * RSTEPS7 + ks) + ((lane >> 3) & 1)) << 4);
+                ldsm_x4(kr, b0, b1, b2, b3);
+                ldsm_x4(kr + K16, c0, c1, c2, c3);
+                mma16816<FP16>(sacc[0], a, b0, b1);
+                mma16816<FP16>(sacc[1], a, b2, b3);
+                mma16816<FP16>(sacc[2], a, c0, c1);
+                mma16816<FP16>(sacc[3], a, c2, c3);
+            }
         }
         /* swap halves with the partner warp: each keeps the row it finishes */
         float s[4][2];
+        const bool nox = V7_PROBE(p, V7_PROBE_NOX);
 #pragma unroll
         for (int nt = 0; nt < 4; nt++) {
             const float2 give = kh ? make_float2(sacc[nt][0], sacc[nt][1]) : make_float2(sacc[nt][2], sacc[nt][3]);
             s[nt][0] = kh ? sacc[nt][2] : sacc[nt][0];
             s[nt][1] = kh ? sacc[nt][3] : sacc[nt][1];
-            *reinterpret_cast<float2 *>(&sm.red[Rp][nt * 8 + 2 * t4]) = give;
+            if (!nox)
+                *reinterpret_cast<float2 *>(&sm.red[Rp][nt * 8 + 2 * t4]) = give;
         }
-        bar_sync_named(V7_BAR_PAIR + rg, 64);
+        if (!nox)
+            bar_sync_named(V7_BAR_PAIR + rg, 64);
         const int lim_end = rel_end - j * BN, lim_pre = rel_pre - j * BN; /* tile-relative */
         const bool all_vis = BN <= lim_pre && BN <= lim_end;
         float mx = -INFINITY;
 #pragma unroll
         for (int nt = 0; nt < 4; nt++) {
-            const float2 o = *reinterpret_cast<const float2 *>(&sm.red[Rw][nt * 8 + 2 * t4]);
+            const float2 o =
+                nox ? make_float2(0.0f, 0.0f) : *reinterpret_cast<const float2 *>(&sm.red[Rw][nt * 8 + 2 * t4]);
             s[nt][0] = (s[nt][0] + o.x) * p.scale_log2;
             s[nt][1] = (s[nt][1] + o.y) * p.scale_log2;
             if (!all_vis) {
@@ -282,10 +294,13 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
             }
             mx = fmaxf(mx, fmaxf(s[nt][0], s[nt][1]));
         }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const bool nosm = V7_PROBE(p, V7_PROBE_NOSM);
+        if (!nosm) {
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        }
         /* lazy rescale: the reference max moves only when the tile exceeds it by 2^8 */
-        const bool move = mx - m_run > VATTN_LAZY_TH;
+        const bool move = !nosm && mx - m_run > VATTN_LAZY_TH;
         const float m_new = move ? mx : m_run;
         const float mu = m_new == -INFINITY ? 0.0f : m_new;
         const float alpha = move ? vattn_ex2(m_run - mu) : 1.0f;
@@ -293,22 +308,27 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
         __syncwarp(); /* all partial reads of row Rw done before P overwrites it */
 #pragma unroll
         for (int nt = 0; nt < 4; nt++) {
-            const float e0 = vattn_ex2(s[nt][0] - mu), e1 = vattn_ex2(s[nt][1] - mu);
+            const float e0 = nosm ? s[nt][0] : vattn_ex2(s[nt][0] - mu);
+            const float e1 = nosm ? s[nt][1] : vattn_ex2(s[nt][1] - mu);
             rs += e0 + e1;
             *reinterpret_cast<uint32_t *>(vattn_p7(sm, Rw, nt * 8 + 2 * t4)) = vattn_pack2<FP16>(e0, e1);
         }
-        rs += __shfl_xor_sync(0xffffffffu, rs, 1);
-        rs += __shfl_xor_sync(0xffffffffu, rs, 2);
+        if (!nosm) {
+            rs += __shfl_xor_sync(0xffffffffu, rs, 1);
+            rs += __shfl_xor_sync(0xffffffffu, rs, 2);
+        }
         l_run = l_run * alpha + rs;
         m_run = m_new;
         if (t4 == 0)
             sm.alpha[Rw] = alpha;
         /* P and alpha of the group's 32 rows visible; does any of them need O rescaled? */
-        if (bar_red_or_named(V7_BAR_PUBLISH + grp, 128, alpha != 1.0f))
+        const bool rescale =
+            V7_PROBE(p, V7_PROBE_NOBAR) ? alpha != 1.0f : bar_red_or_named(V7_BAR_PUBLISH + grp, 128, alpha != 1.0f);
+        if (rescale && !V7_PROBE(p, V7_PROBE_NOPV))
             vattn_rescale_o<2, 16>(oacc, sm.alpha, grp * 32, lane);
 
         /* O[group rows, warp's 128 cols] += P . V (rescaled above) */
-        {
+        if (!V7_PROBE(p, V7_PROBE_NOPV)) {
             /* V rows kk*16 + (lane & 7) (+8 for lanes 8-15, 24-31), chunks 16 w4 + (lane >> 4) + 2 np */
             uint32_t vb[4];
             vattn_sweep_bases(smem_u32(&sm.kv[stage][(lane & 7) + ((lane >> 3) & 1) * 8][0]), 2 * w4, lane >> 4,
@@ -321,17 +341,26 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
         if (KS) {
             if (j + 2 < ntiles) {
                 bar_sync_named(V7_BAR_G1 + grp, 128); /* the group's reads of its stage done */
-                v7_load_tile(p, sm, stage, j + 2, tid - 128 * grp);
+                if (V7_PROBE(p, V7_PROBE_NOLOAD))
+                    v7_probe_arrive(p, &sm.full[stage], lane);
+                else
+                    v7_load_tile(p, sm, stage, j + 2, tid - 128 * grp);
             }
         } else if (grp == 0) {
             /* every thread arrives for its own reads of the stage (one lane per warp after a
              * __syncwarp is enough under the PTX memory model, but compute-sanitizer racecheck
              * cannot see that ordering and reports every stage as a hazard) */
-            mbar_arrive(&sm.empty[stage]);
+            v7_probe_arrive(p, &sm.empty[stage], lane);
         } else if (j + 2 < ntiles) {
             bar_sync_named(V7_BAR_G1, 128);                 /* group 1's reads of the stage done */
-            mbar_wait(&sm.empty[stage], (j >> 1) & 1);      /* group 0's too */
-            v7_load_tile(p, sm, stage, j + 2, tid - 128);
+            if (V7_PROBE(p, V7_PROBE_TESTWAIT))
+                mbar_spin(&sm.empty[stage], (j >> 1) & 1);
+            else
+                mbar_wait(&sm.empty[stage], (j >> 1) & 1);      /* group 0's too */
+            if (V7_PROBE(p, V7_PROBE_NOLOAD))
+                v7_probe_arrive(p, &sm.full[stage], lane);
+            else
+                v7_load_tile(p, sm, stage, j + 2, tid - 128);
         }
     }
     if (KS && grp == 1 && (ntiles & 1)) {

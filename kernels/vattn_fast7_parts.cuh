@@ -75,6 +75,29 @@ __device__ __forceinline__ void vattn_prefetch_row_l2(const uint16_t *krow)
         asm volatile("prefetch.global.L2 [%0];\n" ::"l"(row + min(ln * 128, QK * 2 - 1)));
 }
 
+/* Loop probes, for measuring where v7's tile time goes (dev builds with -DVATTN_DEV_MODES
+ * only; VATTN_DEV_STAGE = 16 + bits, read per call): each bit leaves one step of the KV loop
+ * out, so a timing difference is that step's share of the critical path. The outputs of a
+ * probed call are not the attention. Without VATTN_DEV_MODES every probe is a constant false
+ * and the kernels compile to the same machine code. */
+enum {
+    V7_PROBE_NOLOAD = 1,  /* no KV copies after the first two tiles (no L2 prefetch of rows either) */
+    V7_PROBE_NOS = 2,     /* no S = Q K^T MMAs (nor their ldmatrix) */
+    V7_PROBE_NOX = 4,     /* no S-partial exchange between the warps of a pair (nor its barrier) */
+    V7_PROBE_NOPV = 8,    /* no O += P V (nor the rescale of O) */
+    V7_PROBE_ON = 16,     /* set in every probe value */
+    V7_PROBE_NOSM = 32,   /* no softmax shuffles or exponentials (P = the scaled S) */
+    V7_PROBE_NORING = 64, /* no kv_indices ring work (tiles reuse landed rows) */
+    V7_PROBE_NOBAR = 128, /* no top-of-tile and publish barriers of a group (races: timing only) */
+    V7_PROBE_WARPARRIVE = 256, /* "stage read" (and no-copy "landed") arrivals: one per warp, count 32 */
+    V7_PROBE_TESTWAIT = 512    /* the stage waits spin on mbarrier.test_wait instead of try_wait */
+};
+#ifdef VATTN_DEV_MODES
+#define V7_PROBE(p, bit) (((p).dev_stage & V7_PROBE_ON) != 0 && ((p).dev_stage & (bit)) != 0)
+#else
+#define V7_PROBE(p, bit) false
+#endif
+
 constexpr float VATTN_LAZY_TH = 8.0f; /* log2 of the largest P value allowed before a rescale */
 
 __device__ __forceinline__ float vattn_ex2(float x)
@@ -151,6 +174,28 @@ __device__ __forceinline__ void mbar_cp_async_arrive(uint64_t *bar)
     asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];\n" ::"r"(smem_u32(bar)) : "memory");
 }
 
+/* One arrival counting for n threads (after a __syncwarp, by one lane: the loop probe
+ * V7_PROBE_WARPARRIVE). */
+__device__ __forceinline__ void mbar_arrive_n(uint64_t *bar, int n)
+{
+    asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared.b64 st, [%0], %1;\n}\n" ::"r"(smem_u32(bar)), "r"(n)
+                 : "memory");
+}
+
+/* mbar_wait by polling mbarrier.test_wait (never suspends; the loop probe V7_PROBE_TESTWAIT). */
+__device__ __forceinline__ void mbar_spin(uint64_t *bar, int parity)
+{
+    const uint32_t a = smem_u32(bar);
+    uint32_t done;
+    do {
+        asm volatile("{\n .reg .pred p;\n mbarrier.test_wait.parity.shared.b64 p, [%1], %2;\n"
+                     " selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(a), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+
 /* Waits until the phase with this parity has completed (acquire: its writes are visible). */
 __device__ __forceinline__ void mbar_wait(uint64_t *bar, int parity)
 {
@@ -186,21 +231,26 @@ __device__ __forceinline__ void v7_load_q(const VattnParams &p, uint32_t (&qf)[K
     }
 }
 
-/* Group 1 (t = tid - 128): rows t >> 3 and +16 of tile `tile`, chunks (t & 7) + 8 i (stored
- * at 8 i + ((t & 7) ^ (row & 7)): the same immediate offsets for every i). */
+/* A thread's arrival on a stage mbarrier (128 per phase): its own, or with the loop probe
+ * V7_PROBE_WARPARRIVE one per warp counting 32. */
+__device__ __forceinline__ void v7_probe_arrive(const VattnParams &p, uint64_t *bar, int lane)
+{
+    if (V7_PROBE(p, V7_PROBE_WARPARRIVE)) {
+        __syncwarp();
+        if (lane == 0)
+            mbar_arrive_n(bar, 32);
+    } else
+        mbar_arrive(bar);
+}
+
+/* The loading group's copies of tile `tile` into `stage` (t = its thread, 0..127): rows t >> 3
+ * and +16, 8 threads per row (vattn_copy_row), arriving on the stage's "full" mbarrier. */
 __device__ __forceinline__ void v7_load_tile(const VattnParams &p, FastSmem7 &sm, int stage, int tile, int t)
 {
-    const int c0 = t & 7;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int row = (t >> 3) + 16 * h;
-        const uint16_t *krow = sm.rows[tile & 3][row];
-        const uint16_t *src = (krow ? krow : p.kv) + c0 * 8;
-        const int n = krow ? 16 : 0;
-        const uint32_t dst = smem_u32(&sm.kv[stage][0][0]) + vattn_swz(row, c0);
-#pragma unroll
-        for (int i = 0; i < CHUNKS_PER_ROW / 8; i++)
-            cp_async16(dst + i * 128, src + i * 64, n);
+        vattn_copy_row(p, smem_u32(&sm.kv[stage][0][0]), sm.rows[tile & 3][row], row, t & 7);
     }
     mbar_cp_async_arrive(&sm.full[stage]);
 }

@@ -231,6 +231,22 @@ static ServingRow serving_row(const int *c, const char *set, const ServingFlush 
         }
         printf("\n");
     }
+    if (const char *probes = getenv("VATTN_SERVING_PROBES")) {
+        /* "16,17,...": the dev build's VATTN_DEV_STAGE values timed in turn (16 + bits of v7's loop
+         * probes, vattn_fast7_parts.cuh; a library built with -DVATTN_DEV_MODES) */
+        printf("probes bs=%d H=%d q=%d prefix=%d (cold/warm us):", c[0], c[1], c[2], c[3]);
+        char val[16];
+        for (const char *s = probes; *s;) {
+            const size_t n = strcspn(s, ",");
+            snprintf(val, sizeof val, "%.*s", (int)(n < sizeof val - 1 ? n : sizeof val - 1), s);
+            const char *const knob[] = {"VATTN_DEV_STAGE", val, nullptr};
+            double wv, cv;
+            serving_dev_times(P, knob, F, st, &wv, &cv);
+            printf(" s%s %.1f/%.1f", val, cv, wv);
+            s += n + (s[n] == ',');
+        }
+        printf("\n");
+    }
     free_problem(P);
     return R;
 }

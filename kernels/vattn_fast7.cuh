@@ -18,7 +18,8 @@
  * S = Q K^T by warp (rs, kh) = (w & 1, w >> 1): rows 16 rs..+15 of the group, k-half kh (16
  * latent k16 steps with Q in registers, 2 rope steps with Q from smem), all 32 keys; the two
  * warps of a pair swap halves of their partials through smem (64-thread named barrier) and
- * each finishes the softmax of 8 rows. O = P V: warp w owns output columns 128 (w & 3)..+127 of
+ * each finishes the softmax of 8 rows (the kh = 1 warp's Q fragments hold its rows in the other
+ * order, so both keep c0, c1 and give c2, c3: no select per tile; -3 to -6 %, docs/PERF.md). O = P V: warp w owns output columns 128 (w & 3)..+127 of
  * the group's 32 rows (128 fp32 registers). The groups only meet at the KV stages: group 1 (which
  * finishes with a stage last) refills it once the stage's "empty" mbarrier says group 0 is
  * done with it, and its copies arrive on the stage's "full" mbarrier
@@ -243,7 +244,7 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
 #pragma unroll
             for (int ks = 0; ks < RSTEPS7; ks++) {
                 uint32_t a[4], b0, b1, b2, b3, c0, c1, c2, c3;
-                ldsm_x4(smem_u32(&sm.qr[qrg * 16 + (lane & 7) + ((lane >> 3) & 1) * 8]
+                ldsm_x4(smem_u32(&sm.qr[qrg * 16 + (lane & 7) + (((lane >> 3) & 1) ^ kh) * 8]
                                        [(kh * RSTEPS7 + ks) * 16 + (lane >> 4) * 8]),
                         a[0], a[1], a[2], a[3]);
                 /* rope chunks 64 + 2 (kh RSTEPS7 + ks) + ((lane >> 3) & 1) */
@@ -257,29 +258,33 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
                 mma16816<FP16>(sacc[3], a, c2, c3);
             }
         }
-        /* swap halves with the partner warp: each keeps the row it finishes */
+        /* swap halves with the partner warp: each keeps the row it finishes (c0, c1: row Rw, by
+         * the fragment order of v7_load_q and the rope ldmatrix above) and gives c2, c3 (row Rp) */
         float s[4][2];
         const bool nox = V7_PROBE(p, V7_PROBE_NOX);
 #pragma unroll
         for (int nt = 0; nt < 4; nt++) {
-            const float2 give = kh ? make_float2(sacc[nt][0], sacc[nt][1]) : make_float2(sacc[nt][2], sacc[nt][3]);
-            s[nt][0] = kh ? sacc[nt][2] : sacc[nt][0];
-            s[nt][1] = kh ? sacc[nt][3] : sacc[nt][1];
+            s[nt][0] = sacc[nt][0];
+            s[nt][1] = sacc[nt][1];
             if (!nox)
-                *reinterpret_cast<float2 *>(&sm.red[Rp][nt * 8 + 2 * t4]) = give;
+                *reinterpret_cast<float2 *>(&sm.red[Rp][nt * 8 + 2 * t4]) = make_float2(sacc[nt][2], sacc[nt][3]);
         }
         if (!nox)
             bar_sync_named(V7_BAR_PAIR + rg, 64);
         const int lim_end = rel_end - j * BN, lim_pre = rel_pre - j * BN; /* tile-relative */
         const bool all_vis = BN <= lim_pre && BN <= lim_end;
-        float mx = -INFINITY;
+        /* the partner's halves added (four reads from one address, immediate offsets), then the
+         * tile's masked keys (one branch: only a split's last tiles have any) */
 #pragma unroll
         for (int nt = 0; nt < 4; nt++) {
             const float2 o =
                 nox ? make_float2(0.0f, 0.0f) : *reinterpret_cast<const float2 *>(&sm.red[Rw][nt * 8 + 2 * t4]);
             s[nt][0] = (s[nt][0] + o.x) * p.scale_log2;
             s[nt][1] = (s[nt][1] + o.y) * p.scale_log2;
-            if (!all_vis) {
+        }
+        if (!all_vis) {
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++)
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
                     const int kk = nt * 8 + 2 * t4 + e;
@@ -291,9 +296,11 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
                     if (!vis)
                         s[nt][e] = -INFINITY;
                 }
-            }
-            mx = fmaxf(mx, fmaxf(s[nt][0], s[nt][1]));
         }
+        float mx = -INFINITY;
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++)
+            mx = fmaxf(mx, fmaxf(s[nt][0], s[nt][1]));
         const bool nosm = V7_PROBE(p, V7_PROBE_NOSM);
         if (!nosm) {
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));

@@ -210,15 +210,18 @@ __device__ __forceinline__ void mbar_wait(uint64_t *bar, int parity)
     } while (!done);
 }
 
-/* This lane's Q fragments (A operand of m16n8k16) for the 16 block rows from r0 (rows r0 + g,
- * r0 + g + 8), latent columns of k-half kh (kh * 256 + ks * 16 + 2 t4 | + 8); rows past M are 0. */
+/* This lane's Q fragments (A operand of m16n8k16) for the 16 block rows from r0, latent columns
+ * of k-half kh (kh * 256 + ks * 16 + 2 t4 | + 8); rows past M are 0. The fragment's upper rows
+ * (a0, a2; accumulators c0, c1) are rows r0 + g for kh = 0 and r0 + g + 8 for kh = 1, the lower
+ * ones the other 8: so each warp of an S pair keeps c0, c1 (the row it finishes) and gives c2,
+ * c3 to its partner, with no per-tile select on kh. */
 __device__ __forceinline__ void v7_load_q(const VattnParams &p, uint32_t (&qf)[KSTEPS7][4], int r0, int b, int kh,
                                           int lane)
 {
     const int g = lane >> 2, t4 = lane & 3;
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
-        const int r = r0 + g + hr * 8;
+        const int r = r0 + g + (hr ^ kh) * 8;
         const uint32_t *src = nullptr;
         if (r < p.M)
             src = reinterpret_cast<const uint32_t *>(p.q + ((int64_t)b * p.q_len + r / p.H) * p.q_st +

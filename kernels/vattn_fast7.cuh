@@ -19,8 +19,9 @@
  * latent k16 steps with Q in registers, 2 rope steps with Q from smem), all 32 keys; the two
  * warps of a pair swap halves of their partials through smem (64-thread named barrier) and
  * each finishes the softmax of 8 rows (the kh = 1 warp's Q fragments hold its rows in the other
- * order, so both keep c0, c1 and give c2, c3: no select per tile; -3 to -6 %, docs/PERF.md). O = P V: warp w owns output columns 128 (w & 3)..+127 of
- * the group's 32 rows (128 fp32 registers). The groups only meet at the KV stages: group 1 (which
+ * order, so both keep c0, c1 and give c2, c3: no select per tile; -3 to -6 %, docs/PERF.md).
+ * O = P V: warp w owns output columns 128 (w & 3)..+127 of the group's 32 rows (128 fp32
+ * registers). The groups only meet at the KV stages: group 1 (which
  * finishes with a stage last) refills it once the stage's "empty" mbarrier says group 0 is
  * done with it, and its copies arrive on the stage's "full" mbarrier
  * (cp.async.mbarrier.arrive.noinc), which both groups wait on. Warp 0 keeps the kv_indices
@@ -204,10 +205,7 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
                 cp_async_commit();
             }
         }
-        if (V7_PROBE(p, V7_PROBE_TESTWAIT))
-            mbar_spin(&sm.full[stage], parity);
-        else
-            mbar_wait(&sm.full[stage], parity);
+        mbar_wait(&sm.full[stage], parity);
 
         /* S (partial over this warp's k-half) = Q[16 rows] . K[32 keys]^T, K fragments of
          * k step s+1 loaded before the MMAs of step s */
@@ -349,7 +347,7 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
             if (j + 2 < ntiles) {
                 bar_sync_named(V7_BAR_G1 + grp, 128); /* the group's reads of its stage done */
                 if (V7_PROBE(p, V7_PROBE_NOLOAD))
-                    v7_probe_arrive(p, &sm.full[stage], lane);
+                    mbar_arrive(&sm.full[stage]); /* the copies' arrival, without copies */
                 else
                     v7_load_tile(p, sm, stage, j + 2, tid - 128 * grp);
             }
@@ -357,15 +355,12 @@ __global__ void __launch_bounds__(NTHREADS, 1) vattn_fast7_kernel(VattnParams p)
             /* every thread arrives for its own reads of the stage (one lane per warp after a
              * __syncwarp is enough under the PTX memory model, but compute-sanitizer racecheck
              * cannot see that ordering and reports every stage as a hazard) */
-            v7_probe_arrive(p, &sm.empty[stage], lane);
+            mbar_arrive(&sm.empty[stage]);
         } else if (j + 2 < ntiles) {
             bar_sync_named(V7_BAR_G1, 128);                 /* group 1's reads of the stage done */
-            if (V7_PROBE(p, V7_PROBE_TESTWAIT))
-                mbar_spin(&sm.empty[stage], (j >> 1) & 1);
-            else
-                mbar_wait(&sm.empty[stage], (j >> 1) & 1);      /* group 0's too */
+            mbar_wait(&sm.empty[stage], (j >> 1) & 1);      /* group 0's too */
             if (V7_PROBE(p, V7_PROBE_NOLOAD))
-                v7_probe_arrive(p, &sm.full[stage], lane);
+                mbar_arrive(&sm.full[stage]); /* the copies' arrival, without copies */
             else
                 v7_load_tile(p, sm, stage, j + 2, tid - 128);
         }

@@ -88,9 +88,7 @@ enum {
     V7_PROBE_ON = 16,     /* set in every probe value */
     V7_PROBE_NOSM = 32,   /* no softmax shuffles or exponentials (P = the scaled S) */
     V7_PROBE_NORING = 64, /* no kv_indices ring work (tiles reuse landed rows) */
-    V7_PROBE_NOBAR = 128, /* no top-of-tile and publish barriers of a group (races: timing only) */
-    V7_PROBE_WARPARRIVE = 256, /* "stage read" (and no-copy "landed") arrivals: one per warp, count 32 */
-    V7_PROBE_TESTWAIT = 512    /* the stage waits spin on mbarrier.test_wait instead of try_wait */
+    V7_PROBE_NOBAR = 128  /* no top-of-tile and publish barriers of a group (races: timing only) */
 };
 #ifdef VATTN_DEV_MODES
 #define V7_PROBE(p, bit) (((p).dev_stage & V7_PROBE_ON) != 0 && ((p).dev_stage & (bit)) != 0)
@@ -174,28 +172,6 @@ __device__ __forceinline__ void mbar_cp_async_arrive(uint64_t *bar)
     asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];\n" ::"r"(smem_u32(bar)) : "memory");
 }
 
-/* One arrival counting for n threads (after a __syncwarp, by one lane: the loop probe
- * V7_PROBE_WARPARRIVE). */
-__device__ __forceinline__ void mbar_arrive_n(uint64_t *bar, int n)
-{
-    asm volatile("{\n .reg .b64 st;\n mbarrier.arrive.shared.b64 st, [%0], %1;\n}\n" ::"r"(smem_u32(bar)), "r"(n)
-                 : "memory");
-}
-
-/* mbar_wait by polling mbarrier.test_wait (never suspends; the loop probe V7_PROBE_TESTWAIT). */
-__device__ __forceinline__ void mbar_spin(uint64_t *bar, int parity)
-{
-    const uint32_t a = smem_u32(bar);
-    uint32_t done;
-    do {
-        asm volatile("{\n .reg .pred p;\n mbarrier.test_wait.parity.shared.b64 p, [%1], %2;\n"
-                     " selp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(a), "r"(parity)
-                     : "memory");
-    } while (!done);
-}
-
 /* Waits until the phase with this parity has completed (acquire: its writes are visible). */
 __device__ __forceinline__ void mbar_wait(uint64_t *bar, int parity)
 {
@@ -232,18 +208,6 @@ __device__ __forceinline__ void v7_load_q(const VattnParams &p, uint32_t (&qf)[K
             qf[ks][hr + 2] = src ? src[ks * 8 + 4 + t4] : 0u;
         }
     }
-}
-
-/* A thread's arrival on a stage mbarrier (128 per phase): its own, or with the loop probe
- * V7_PROBE_WARPARRIVE one per warp counting 32. */
-__device__ __forceinline__ void v7_probe_arrive(const VattnParams &p, uint64_t *bar, int lane)
-{
-    if (V7_PROBE(p, V7_PROBE_WARPARRIVE)) {
-        __syncwarp();
-        if (lane == 0)
-            mbar_arrive_n(bar, 32);
-    } else
-        mbar_arrive(bar);
 }
 
 /* The loading group's copies of tile `tile` into `stage` (t = its thread, 0..127): rows t >> 3

@@ -107,6 +107,8 @@ for what in "$@"; do
         "$ncu" --import "$out/ncu.ncu-rep" >"$out/ncu.log" 2>&1
         "$ncu" --import "$out/ncu.ncu-rep" --page source --csv --print-source sass >"$out/ncu_source.csv" 2>&1
         echo "source page rc=$? ($(wc -l <"$out/ncu_source.csv") lines)"
+        # instructions per warp per tile by class and by region between the MMA runs
+        python3 scripts/ncu_loop_mix.py "$out/ncu_source.csv" | tee "$out/ncu_loop_mix.txt" | head -24
         grep -E "Duration|Throughput|Issued|Eligible|Pipe|Bank|Executed Instructions  " "$out/ncu.log" | head -30
         grep -E "issue_stalled" "$out/ncu.log" | sort -k3 -g -r | head -14 ;;
     sass)

@@ -42,7 +42,7 @@ struct FastSmem {
  * thread). */
 __device__ __forceinline__ void vattn_load_tile(const VattnParams &p, FastSmem &sm, int stage, int tile, int tid)
 {
-    static_assert(BN * 8 == NTHREADS && CHUNKS_PER_ROW % 8 == 0, "v3 loader: 8 threads per KV row");
+    static_assert(BN * 8 == NTHREADS, "v3 loader: the block copies a tile, 8 threads per KV row");
     const int row = tid >> 3;
     vattn_copy_row(p, smem_u32(&sm.kv[stage][0][0]), sm.rows[tile & 3][row], row, tid & 7);
 }

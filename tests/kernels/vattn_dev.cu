@@ -18,6 +18,8 @@
  *                                          (dev build timing variants) and a split-count sweep
  *   vattn_dev --gather                     the KV gather alone: full-occupancy loads and the
  *                                          fast kernels' loader shape (vattn_dev_gather.cuh)
+ *   vattn_dev --mma-rate                   mma.sync throughput by warps per scheduler and
+ *                                          accumulator chains per warp (vattn_dev_mma.cuh)
  *
  * Default timings use the production library build/lib/libverify_attn.so; the variant and
  * split-count knobs (VATTN_VARIANT, VATTN_FORCE_NSPLIT) need the dev build
@@ -99,27 +101,33 @@ __global__ void copy_kernel(const uint4 *__restrict__ src, uint4 *__restrict__ d
 }
 
 constexpr int MMA_CHAINS = 8;
-__global__ void mma_peak_kernel(float *out, int iters, uint32_t seed)
+/* CH independent chains of mma.sync m16n8k16 bf16 per warp, iters times; each warp's clock64
+ * cycles go to cycles[] (vattn_dev_mma.cuh's rates per warp). The ceiling below is CH = 8. */
+template <int CH> __global__ void mma_rate_kernel(float *out, long long *cycles, int iters, uint32_t seed)
 {
     uint32_t a[4], b[2];
     for (int k = 0; k < 4; k++)
         a[k] = (seed * (threadIdx.x + 7 * k + 1)) & 0x3f7f3f7fu; /* finite bf16 pairs */
     for (int k = 0; k < 2; k++)
         b[k] = (seed * (threadIdx.x + 13 * k + 3)) & 0x3f7f3f7fu;
-    float c[MMA_CHAINS][4] = {};
+    float c[CH][4] = {};
+    const long long t0 = clock64();
     for (int it = 0; it < iters; it++) {
 #pragma unroll
-        for (int ch = 0; ch < MMA_CHAINS; ch++)
+        for (int ch = 0; ch < CH; ch++)
             asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
                          "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                          : "+f"(c[ch][0]), "+f"(c[ch][1]), "+f"(c[ch][2]), "+f"(c[ch][3])
                          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
     }
     float s = 0;
-    for (int ch = 0; ch < MMA_CHAINS; ch++)
+    for (int ch = 0; ch < CH; ch++)
         s += c[ch][0] + c[ch][1] + c[ch][2] + c[ch][3];
+    const long long t1 = clock64(); /* iters x CH MMAs: the last chains' tail is < 0.1 % of it */
     if (s == 1234.5f) /* practically never: keeps the chains alive */
         out[threadIdx.x] = s;
+    if ((threadIdx.x & 31) == 0)
+        cycles[blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)] = t1 - t0;
 }
 
 __global__ void fill_bf16(uint16_t *p, size_t n, uint64_t seed)
@@ -200,12 +208,16 @@ static double measure_mma_peak(void)
 {
     int sms;
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    float *out;
-    CK(cudaMalloc(&out, 4096));
     const int iters = 4096, blocks = sms * 4, threads = 256;
-    double ms = time_median([&] { mma_peak_kernel<<<blocks, threads>>>(out, iters, 2654435761u); }, 10);
+    float *out;
+    long long *cycles;
+    CK(cudaMalloc(&out, 4096));
+    CK(cudaMalloc(&cycles, (size_t)blocks * (threads / 32) * sizeof(long long)));
+    double ms = time_median(
+        [&] { mma_rate_kernel<MMA_CHAINS><<<blocks, threads>>>(out, cycles, iters, 2654435761u); }, 10);
     CK(cudaGetLastError());
     cudaFree(out);
+    cudaFree(cycles);
     double flops = (double)blocks * (threads / 32) * iters * MMA_CHAINS * (2.0 * 16 * 8 * 16);
     return flops / (ms * 1e-3);
 }
@@ -501,6 +513,7 @@ static int bench_mode(void)
 
 #include "vattn_dev_gather.cuh"
 #include "vattn_dev_serving.cuh"
+#include "vattn_dev_mma.cuh"
 
 int main(int argc, char **argv)
 {
@@ -517,6 +530,8 @@ int main(int argc, char **argv)
         return bench_mode();
     if (argc > 1 && !strcmp(argv[1], "--gather"))
         return gather_mode();
+    if (argc > 1 && !strcmp(argv[1], "--mma-rate"))
+        return mma_rate_mode();
     if (argc > 1 && (!strcmp(argv[1], "--serving") || !strcmp(argv[1], "--serving-breakdown"))) {
         g_serving_breakdown = !strcmp(argv[1], "--serving-breakdown");
         return serving_mode();
@@ -527,7 +542,7 @@ int main(int argc, char **argv)
         k = 2;
     }
     if (argc - k != 4) {
-        fprintf(stderr, "usage: vattn_dev [--fp16] BS H Q_LEN PREFIX | vattn_dev --bench | vattn_dev --serving\n");
+        fprintf(stderr, "usage: vattn_dev [--fp16] BS H Q_LEN PREFIX | vattn_dev --bench | vattn_dev --serving | vattn_dev --gather | vattn_dev --mma-rate\n");
         return 2;
     }
     return dev_mode(fp16, atoi(argv[k]), atoi(argv[k + 1]), atoi(argv[k + 2]), atoi(argv[k + 3]));

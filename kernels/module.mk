@@ -65,7 +65,8 @@ $(TBIN)/test_vattn_swizzle: tests/kernels/test_vattn_swizzle.c kernels/vattn_swi
 
 ALL_TARGETS += $(VATTN_CPU_LIB) $(VATTN_CPU_PERTURBED) $(VATTN_CPU_SLOW) $(TBIN)/test_verify_cpu $(TBIN)/test_vattn_plan \
                $(TBIN)/test_vattn_swizzle
-TESTS += $(TBIN)/test_verify_cpu $(TBIN)/test_vattn_plan $(TBIN)/test_vattn_swizzle tests/kernels/test_ncu_loop_mix.sh
+TESTS += $(TBIN)/test_verify_cpu $(TBIN)/test_vattn_plan $(TBIN)/test_vattn_swizzle tests/kernels/test_ncu_loop_mix.sh \
+         tests/kernels/test_ab_kernels.sh
 ASAN_TESTS += $(TBIN)/test_verify_cpu $(TBIN)/test_vattn_plan $(TBIN)/test_vattn_swizzle
 
 # ---- CUDA: library, GPU test, dev harness / bench driver (scripts/build_nvcc.sh) ----

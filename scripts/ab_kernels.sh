@@ -11,8 +11,9 @@
 # kernels/ replaced by that commit's (the harness, tests/kernels/, stays this tree's), runs
 # `vattn_dev --serving` on each, then this tree again (the spread), into $OUT (or build/ab-out),
 # and prints graph-cold µs per row side by side. Written after the eleventh session's device
-# runs, which took these steps by hand (docs/PERF.md, issue 16 eleventh session); `prep` and
-# `table` are tested here, `run` not yet on the device.
+# runs, which took these steps by hand (docs/PERF.md, issue 16 eleventh session). `prep` and
+# `table` are tested by tests/kernels/test_ab_kernels.sh (make test); `run` ran on the device
+# for the A/B tables of docs/PERF.md (issue 16, twenty-first and twenty-second sessions).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}

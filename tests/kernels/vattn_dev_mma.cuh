@@ -5,11 +5,11 @@
  * register file), so a kernel design has to know what one warp, or two, can get out of the
  * tensor pipe (measured for v7's ping-pong and S-chain experiments: docs/PERF.md, issue 16,
  * twenty-second session; on the H100 one warp with 4 chains reaches 83 % of the best cell, two
- * warps 94 %). One block per SM (its dynamic shared memory
- * leaves no room for a second), 128 x W threads = W warps per scheduler, C chains per warp; per
- * cell: TFLOP/s over the whole GPU and the median over warps of clock64 cycles per MMA issued by
- * one warp (mma_rate_kernel, vattn_dev.cu, whose CH = 8 also measures the bench's ceiling). A dev
- * measurement; included by vattn_dev.cu.
+ * warps 94 %). One block per SM (its dynamic shared memory leaves no room for a second), 128 x W
+ * threads = W warps per scheduler, C chains per warp; per cell: TFLOP/s over the whole GPU and
+ * the median over warps of clock64 cycles per MMA issued by one warp (mma_rate_kernel in
+ * vattn_dev.cu, whose CH = 8 instance also measures the bench's ceiling). A dev measurement;
+ * included by vattn_dev.cu.
  */
 #ifndef VATTN_DEV_MMA_CUH
 #define VATTN_DEV_MMA_CUH

@@ -77,6 +77,9 @@ int kcap_seal_verify(int fd, const char *path, kcap_pool *pool, int full, kcap_e
 uint64_t kcap_read_limit_bytes(void);
 /* Largest chunk (raw bytes) accepted in a file. */
 #define KCAP_MAX_CHUNK_BYTES (256u << 20)
+/* chunks of a layout kcap does not write, each looked up before reading: 2^20 (the writer's
+ * own layout has one chunk per dim-0 range of up to KCAP_MAX_CHUNK_BYTES) */
+#define KCAP_MAX_GENERIC_CHUNKS (1u << 20)
 
 /* ---- zstd filter (id 32015), shared by in-process registration and the plugin ---- */
 #define KCAP_H5Z_ZSTD 32015

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,7 +151,11 @@ static int read_scalars(kcap_rctx *r, hid_t f, kcap_snapshot *s)
         }
         hid_t t = H5Dget_type(d), sp = H5Dget_space(d);
         H5T_class_t c = t >= 0 ? H5Tget_class(t) : H5T_NO_CLASS;
-        if (sp < 0 || H5Sget_simple_extent_type(sp) != H5S_SCALAR ||
+        /* a scalar's value read from another file (external raw storage, a virtual dataset)
+         * would change the call's meaning without touching the seal: refused as for tensors */
+        if ((rc = kcap_read_storage_ok(r, d, full)) != KCAP_OK) {
+            /* message set */
+        } else if (sp < 0 || H5Sget_simple_extent_type(sp) != H5S_SCALAR ||
             (c != H5T_INTEGER && c != H5T_FLOAT) || H5Tget_size(t) > 8) {
             rc = kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: not a scalar number",
                                 r->path, full);
@@ -330,6 +335,17 @@ static int read_tensors(kcap_rctx *r, hid_t f, kcap_snapshot *s, kcap_dir dir, s
     return rc;
 }
 
+/* An int64 attribute into an int field: a value outside int's range is refused (narrowed, an
+ * abi_version of 2^32 + 1 read as 1 and a call_status of 2^32 as success). */
+static int meta_int(kcap_rctx *r, int64_t v, const char *what, int *dst)
+{
+    if (v < INT_MIN || v > INT_MAX)
+        return kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: /: %s attribute %lld is out of "
+                              "range (a 32-bit integer)", r->path, what, (long long)v);
+    *dst = (int)v;
+    return KCAP_OK;
+}
+
 static int read_meta(kcap_rctx *r, hid_t f, kcap_meta *m)
 {
     int64_t v = 0;
@@ -343,8 +359,11 @@ static int read_meta(kcap_rctx *r, hid_t f, kcap_meta *m)
                               "attribute is %lld but the seal says %d (damaged or forged)",
                               r->path, (long long)v, KCAP_FORMAT_MAJOR);
     m->format_major = (int)v;
+#define INT(v, what, dst)                                                                   \
+    if (meta_int(r, v, what, dst))                                                          \
+        return r->err->code;
     kcap_h5_attr_get_i64(f, "kcap_format_minor", &v);
-    m->format_minor = (int)v;
+    INT(v, "kcap_format_minor", &m->format_minor);
 #define REQ(call, what)                                                                     \
     if (call)                                                                               \
         return kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: /: missing or malformed %s "   \
@@ -355,40 +374,41 @@ static int read_meta(kcap_rctx *r, hid_t f, kcap_meta *m)
                               r->path, what);
     REQ(kcap_h5_attr_get_str(f, "call", m->call, sizeof m->call), "call");
     REQ(kcap_h5_attr_get_i64(f, "abi_version", &v), "abi_version");
-    m->abi_version = (int)v;
+    INT(v, "abi_version", &m->abi_version);
     REQ(kcap_h5_attr_get_u64(f, "seq", &m->seq), "seq");
     REQ(kcap_h5_attr_get_str(f, "time_utc", m->time_utc, sizeof m->time_utc), "time_utc");
     OPT(kcap_h5_attr_get_str(f, "host", m->host, sizeof m->host), "host");
     OPT(kcap_h5_attr_get_i64(f, "pid", &m->pid), "pid");
     v = -1;
     OPT(kcap_h5_attr_get_i64(f, "rank", &v), "rank");
-    m->rank = (int)v;
+    INT(v, "rank", &m->rank);
     OPT(kcap_h5_attr_get_str(f, "device_name", m->device_name, sizeof m->device_name),
         "device_name");
     int64_t cc[2] = {0, 0};
     int ncc = 0;
     OPT(kcap_h5_attr_get_i64v(f, "compute_capability", cc, 2, &ncc), "compute_capability");
-    m->cc_major = (int)cc[0];
-    m->cc_minor = (int)cc[1];
+    INT(cc[0], "compute_capability", &m->cc_major);
+    INT(cc[1], "compute_capability", &m->cc_minor);
     v = 0;
     OPT(kcap_h5_attr_get_i64(f, "cuda_driver_version", &v), "cuda_driver_version");
-    m->driver_version = (int)v;
+    INT(v, "cuda_driver_version", &m->driver_version);
     v = 0;
     OPT(kcap_h5_attr_get_i64(f, "cuda_runtime_version", &v), "cuda_runtime_version");
-    m->runtime_version = (int)v;
+    INT(v, "cuda_runtime_version", &m->runtime_version);
     OPT(kcap_h5_attr_get_str(f, "lib_path", m->lib_path, sizeof m->lib_path), "lib_path");
     OPT(kcap_h5_attr_get_str(f, "lib_hash", m->lib_hash, sizeof m->lib_hash), "lib_hash");
     v = 0;
     OPT(kcap_h5_attr_get_i64(f, "in_stream_capture", &v), "in_stream_capture");
-    m->in_stream_capture = (int)v;
+    INT(v, "in_stream_capture", &m->in_stream_capture);
     v = 0;
     OPT(kcap_h5_attr_get_i64(f, "call_status", &v), "call_status");
-    m->call_status = (int)v;
+    INT(v, "call_status", &m->call_status);
     OPT(kcap_h5_attr_get_str(f, "kcap_version", m->kcap_version, sizeof m->kcap_version),
         "kcap_version");
     OPT(kcap_h5_attr_get_str(f, "tags", m->tags, sizeof m->tags), "tags");
 #undef REQ
 #undef OPT
+#undef INT
     return KCAP_OK;
 }
 

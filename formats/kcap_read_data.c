@@ -339,10 +339,49 @@ static int read_slabs(kcap_rctx *r, hid_t d, const kcap_tensor *t, const char *f
     return rc;
 }
 
+/* Every chunk of the grid is stored, through the whole pipeline. A chunk stored with filters
+ * skipped (its filter mask) reaches libhdf5's copy as raw bytes of whatever size it has: 16
+ * stored bytes copied out as a whole declared chunk (a heap over-read in the reading process,
+ * found by a review of crafted files), and the zstd filter's frame-size check never runs. A
+ * chunk never written reads as the fill value: data that is not in the file. */
+static int generic_chunks_stored(kcap_rctx *r, hid_t d, const kcap_tensor *t, const hsize_t *cd,
+                                 const char *full)
+{
+    uint64_t n = 1, grid[KCAP_MAX_DIMS];
+    for (int i = 0; i < t->ndim; i++) {
+        grid[i] = ((uint64_t)t->shape[i] + cd[i] - 1) / cd[i];
+        if ((n *= grid[i]) > KCAP_MAX_GENERIC_CHUNKS)
+            return kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: more than %u chunks in a "
+                                  "layout kcap does not write", r->path, full,
+                                  KCAP_MAX_GENERIC_CHUNKS);
+    }
+    for (uint64_t c = 0; c < n; c++) {
+        hsize_t off[KCAP_MAX_DIMS];
+        uint64_t rem = c;
+        for (int i = t->ndim - 1; i >= 0; i--) {
+            off[i] = (hsize_t)(rem % grid[i] * cd[i]);
+            rem /= grid[i];
+        }
+        unsigned mask = 0;
+        haddr_t addr = HADDR_UNDEF;
+        hsize_t size = 0;
+        if (H5Dget_chunk_info_by_coord(d, off, &mask, &addr, &size) < 0)
+            return kcap_read_h5err(r, KCAP_ERR_CORRUPT, full, "looking up a chunk");
+        if (addr == HADDR_UNDEF || size == 0)
+            return kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: chunk %llu missing (no "
+                                  "storage allocated)", r->path, full, (unsigned long long)c);
+        if (mask)
+            return kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: chunk %llu was stored "
+                                  "without its filters", r->path, full, (unsigned long long)c);
+    }
+    return KCAP_OK;
+}
+
 /* A chunked dataset outside the fast path's layout, before libhdf5 decodes it: the filter
  * pipeline must be the writer's (shuffle, then zstd 32015; shuffle keeps the size, so the
- * frame decodes to exactly one chunk) and each chunk no larger than its tensor or the chunk
- * limit. Sets *chunk_bytes for the filter's check (kcap_h5zstd_expect_bytes). */
+ * frame decodes to exactly one chunk), each chunk no larger than its tensor or the chunk
+ * limit, and every chunk stored through that pipeline (generic_chunks_stored). Sets
+ * *chunk_bytes for the filter's check (kcap_h5zstd_expect_bytes). */
 static int generic_chunks_ok(kcap_rctx *r, hid_t d, const kcap_tensor *t, const char *full,
                              size_t *chunk_bytes)
 {
@@ -378,6 +417,8 @@ static int generic_chunks_ok(kcap_rctx *r, hid_t d, const kcap_tensor *t, const 
             rc = kcap_error_set(r->err, KCAP_ERR_CORRUPT, "%s: %s: a chunk over the %u MiB "
                                 "limit", r->path, full, KCAP_MAX_CHUNK_BYTES >> 20);
     }
+    if (rc == KCAP_OK)
+        rc = generic_chunks_stored(r, d, t, cd, full);
     H5Pclose(dcpl);
     *chunk_bytes = rc == KCAP_OK ? (size_t)bytes : 0;
     return rc;

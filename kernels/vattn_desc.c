@@ -208,12 +208,18 @@ static void extend_summarise(const kcap_snapshot *s, kcap_call_summary *o)
     }
     const uint8_t *v = m->data;
     const int64_t *mp = mi->data;
+    /* mask_indptr and q_len come from the file and only mask_indptr[bs] is tied to the mask's
+     * size: a position that overflows int64 is out of the mask (a hostile file gave
+     * mask_indptr[0] = 2^63 - 5, signed overflow here before the kernel's own check) */
     for (int64_t b = 0; b < o->bs && !o->tree; b++) {
-        int64_t P = (int64_t)p[b + 1] - p[b], row = P + q;
+        int64_t P = (int64_t)p[b + 1] - p[b], row;
+        o->tree = __builtin_add_overflow(P, q, &row);
         for (int64_t i = 0; i < q && !o->tree; i++)
             for (int64_t j = 0; j < q && !o->tree; j++) {
-                int64_t k = mp[b] + i * row + P + j;
-                o->tree = k < 0 || k >= (int64_t)m->nbytes || (v[k] != 0) != (j <= i);
+                int64_t k;
+                o->tree = __builtin_mul_overflow(i, row, &k) || __builtin_add_overflow(k, mp[b], &k) ||
+                          __builtin_add_overflow(k, P, &k) || __builtin_add_overflow(k, j, &k) || k < 0 ||
+                          k >= (int64_t)m->nbytes || (v[k] != 0) != (j <= i);
             }
     }
 }

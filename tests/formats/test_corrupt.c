@@ -45,6 +45,16 @@ static const struct {
      * and frames that decode to half a chunk (tool_mksnap corpus) */
     {"bad-chunk-beyond", KCAP_ERR_CORRUPT, "chunk dimension 1 (514) is beyond the tensor's 2"},
     {"bad-short-frames", KCAP_ERR_CORRUPT, "reading the data: filter returned failure"},
+    /* found by a review of crafted files (twenty-second session), made from ok-tiny-causal.h5
+     * with h5py and resealed: chunks outside the fast path's layout stored with their filters
+     * skipped (16 bytes each: libhdf5 copied a whole chunk out of them, a heap over-read in the
+     * reading process) or never written (read as zeros, accepted); a scalar whose value lives
+     * in /etc/passwd (external raw storage: accepted, the seal intact); an abi_version of
+     * 2^32 + 1 (narrowed to 1: accepted and replayed as ABI 1) */
+    {"bad-filter-mask", KCAP_ERR_CORRUPT, "/outputs/o: chunk 0 was stored without its filters"},
+    {"bad-missing-chunk", KCAP_ERR_CORRUPT, "/inputs/kv_cache: chunk 1 missing"},
+    {"bad-external-scalar", KCAP_ERR_CORRUPT, "/scalars/max_kv_len: declares external raw storage"},
+    {"bad-int-range", KCAP_ERR_CORRUPT, "abi_version attribute 4294967297 is out of range"},
 };
 
 static int put(const char *path, const void *b, size_t n)

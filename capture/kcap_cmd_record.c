@@ -230,9 +230,21 @@ int kcap_cmd_record(int argc, char **argv)
         fprintf(stderr, "kcap record: cannot read %s: %s\n", libpath, strerror(errno));
         return 1;
     }
+    /* the dynamic loader would block on a FIFO and skip a directory: CMD would run uncaptured */
+    if (!kcap_cli_is_file(libpath)) {
+        fprintf(stderr, "kcap record: %s is not a regular file (libkcap.so)\n", libpath);
+        return 1;
+    }
     char abs[4096];
     if (!realpath(libpath, abs))
         snprintf(abs, sizeof abs, "%s", libpath);
+    /* LD_PRELOAD splits on spaces and colons: such a path would load nothing, silently, and
+     * CMD would run uncaptured with kcap exiting 0 */
+    if (strpbrk(abs, " \t\n:")) {
+        fprintf(stderr, "kcap record: %s: LD_PRELOAD cannot carry a path with a space, tab, "
+                "newline or ':' (copy libkcap.so elsewhere and pass --lib)\n", abs);
+        return 1;
+    }
     kcap_error e = {0};
     if (kcap_mkdir_private(dir, &e)) {
         fprintf(stderr, "kcap record: %s\n", e.msg);

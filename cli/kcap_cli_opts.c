@@ -9,6 +9,7 @@
  */
 #include "kcap_cli.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,8 +96,9 @@ int kcap_cli_number(const char *cmd, const char *opt, const char *s, double *out
 {
     char *end;
     double v = strtod(s, &end);
-    if (!*s || *end || !(v >= 0)) {
-        kcap_cli_usage_error(cmd, "%s: '%s' is not a non-negative number", opt, s);
+    /* finite: 1e400 overflows to inf, and an infinite tolerance passes every output */
+    if (!*s || *end || !(v >= 0) || !isfinite(v)) {
+        kcap_cli_usage_error(cmd, "%s: '%s' is not a finite non-negative number", opt, s);
         return -1;
     }
     *out = v;

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 
 #define MAX_DEPTH 64
+#define KCAP_STR_(x) #x
+#define KCAP_STR(x) KCAP_STR_(x)
 
 typedef struct walker {
     kcap_filelist *l;
@@ -44,12 +46,15 @@ static void push_str(walker *w, char ***v, int *cap, int *n, const char *str)
 
 static void add_path(walker *w, const char *p) { push_str(w, &w->l->paths, &w->cap, &w->l->n, p); }
 
-static void add_error(walker *w, const char *dir, int e)
+/* "DIR: cannot read directory: WHY" (kcap_snapfiles.c turns it into a failing case DIR) */
+static void add_error_why(walker *w, const char *dir, const char *why)
 {
-    char buf[4200];
-    snprintf(buf, sizeof buf, "%s: cannot read directory: %s", dir, strerror(e));
+    char buf[4096 + 512]; /* a directory path of up to 4095 bytes and the reason */
+    snprintf(buf, sizeof buf, "%s: cannot read directory: %s", dir, why);
     push_str(w, &w->l->errors, &w->ecap, &w->l->nerr, buf);
 }
+
+static void add_error(walker *w, const char *dir, int e) { add_error_why(w, dir, strerror(e)); }
 
 static void add_tmp(walker *w, const char *p, long pid)
 {
@@ -112,8 +117,13 @@ static void walk(walker *w, const char *dir, int depth)
             continue;
         char p[4096];
         if ((size_t)snprintf(p, sizeof p, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/",
-                             nm) >= sizeof p)
+                             nm) >= sizeof p) { /* said, not skipped: a bad file must not go unseen */
+            char why[400];
+            snprintf(why, sizeof why, "a path longer than %zu bytes, not searched: entry '%.255s'",
+                     sizeof p - 1, nm);
+            add_error_why(w, dir, why);
             continue;
+        }
         long pid;
         if (kcap_tmpname_pid(nm, &pid)) {
             add_tmp(w, p, pid);
@@ -127,6 +137,9 @@ static void walk(walker *w, const char *dir, int depth)
         if (S_ISDIR(ls.st_mode)) {
             if (w->recurse && depth < MAX_DEPTH)
                 walk(w, p, depth + 1);
+            else if (w->recurse)
+                add_error_why(w, p, "nested more than " KCAP_STR(MAX_DEPTH) " directories deep: "
+                              "not searched");
             continue;
         }
         if (!has_h5_suffix(nm))

@@ -8,6 +8,8 @@
  * not hidden, of any file type except directories (a FIFO or device named *.h5 is listed
  * and refused by the reader with a clear message, never opened for a blocking read);
  * subdirectories when `recurse` (never through a symlink: no loops, no escaping the tree).
+ * What the walk cannot cover is an error, never a silent skip: a directory that cannot be
+ * read, one nested more than 64 deep, an entry whose path would exceed 4095 bytes.
  * The writer's unfinished temp files (.kcap-tmp.<pid>.<counter>.<rand>, kcap_fsutil.c) are
  * not snapshots; they are returned apart, with whether their writer process is alive.
  * Paths are sorted bytewise, so every machine and run sees the same order.
@@ -33,7 +35,7 @@ typedef struct kcap_filelist {
     int ntmp;
     kcap_tmpfile *tmp;   /* writer temp files seen in the walked directories, sorted */
     int nerr;
-    char **errors;       /* "DIR: cannot read directory: <strerror>" */
+    char **errors;       /* "DIR: cannot read directory: <strerror, or why not searched>" */
 } kcap_filelist;
 
 /* Walks args[0..nargs). KCAP_OK, or KCAP_ERR_NOMEM (err says so; *out is then empty). */

@@ -41,7 +41,9 @@ struct kcap_kernlib {
 /* Copy src to the already-open fd, hashing the bytes. */
 static int copy_file(const char *src, int fd, char *hash, size_t hn, kcap_error *err)
 {
-    int in = open(src, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO named as the library must be refused below, not wait for a writer
+     * (it hung replay); on a regular file the flag changes nothing */
+    int in = open(src, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (in < 0)
         return kcap_error_set(err, errno == ENOENT ? KCAP_ERR_IO : KCAP_ERR_LIBRARY,
                               "kernel library %s: cannot open: %s", src, strerror(errno));

@@ -8,7 +8,7 @@ $(DEMO_CLIENT): $(OBJ)/tests/clients/vattn_demo_client.o $(COMMON_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS) -o $@ $^ -ldl
 
-TESTS += tests/e2e/test_demo_cpu.sh tests/golden/test_golden_cpu.sh
+TESTS += tests/e2e/test_demo_cpu.sh tests/golden/test_golden_cpu.sh tests/e2e/test_cli_hostile_args.sh
 ASAN_TESTS += tests/e2e/test_demo_cpu.sh
 GPU_TESTS += tests/e2e/test_torch_client_gpu.sh
 

@@ -118,12 +118,22 @@ def _error(lib, path, rc, msg):
                          msg.value.decode(errors="replace"))
 
 
+def _c_path(path):
+    """The path as the C reader takes it: bytes by os.fsencode (so a str from os.listdir
+    holding undecodable bytes, or a bytes path, names the same file), refusing an embedded
+    NUL (ctypes would cut the path there and check another file)."""
+    b = os.fsencode(path)
+    if b"\0" in b:
+        raise ValueError("kcap: path %r contains a NUL byte" % (path,))
+    return b
+
+
 def check(path):
     """Fully validate a file (what `kcap check` does); raises SnapshotError, else None."""
     lib = _native.lib()
     path = os.fspath(path)
     msg = ctypes.create_string_buffer(1024)
-    rc = lib.kcap_export_check(path.encode(), msg, len(msg))
+    rc = lib.kcap_export_check(_c_path(path), msg, len(msg))
     if rc:
         raise _error(lib, path, rc, msg)
 
@@ -181,12 +191,13 @@ def load(path, bf16="raw"):
     if bf16 not in ("raw", "float32"):
         raise ValueError("kcap.load: bf16 must be 'raw' or 'float32', not %r" % (bf16,))
     path = os.fspath(path)
+    cpath = _c_path(path)
     if not os.path.exists(path):
         raise FileNotFoundError(2, "kcap: no such snapshot file", path)
     lib = _native.lib()
     h = ctypes.c_void_p()
     msg = ctypes.create_string_buffer(1024)
-    rc = lib.kcap_export_open(path.encode(), ctypes.byref(h), msg, len(msg))
+    rc = lib.kcap_export_open(cpath, ctypes.byref(h), msg, len(msg))
     if rc:
         raise _error(lib, path, rc, msg)
     try:

@@ -73,6 +73,7 @@ static void usage(FILE *f)
             "                      snapshot (- = stdout)\n"
             "  --save-outputs DIR  write each replayed snapshot with the kernel-under-test's\n"
             "                      outputs (and its lib_path/lib_hash) to DIR/<name>\n"
+            "                      (with --watch: DIR/run-N/<name> for run N)\n"
             "  --report DIR        an HTML page DIR/index.html: every case, and per failing\n"
             "                      case error heatmaps (token x head, matplotlib) from the\n"
             "                      outputs saved in DIR/outputs (python3 -m kcap report)\n"
@@ -314,9 +315,17 @@ static int run_once(const cmd_opts *c, kcap_dev **dev, int run_no)
     double t0 = now_ms();
     kcap_error err = {0};
     kcap_replayer *r = NULL;
+    /* --watch: each run saves into a directory of its own (the saver never replaces a file,
+     * so with one directory every run after the first failed each case as "exists") */
+    kcap_replay_opts ro = c->ro;
+    char run_dir[4300];
+    if (c->watch && ro.save_dir) {
+        snprintf(run_dir, sizeof run_dir, "%s/run-%d", c->ro.save_dir, run_no);
+        ro.save_dir = run_dir;
+    }
     kcap_run_info info = {.kernel = c->ro.kernel_path, .kernel_hash = "", .backend = "?",
-                          .ref = "?", .ref_lib = "", .opts = &c->ro, .run = run_no};
-    int rc = kcap_replayer_create(&c->ro, dev, &r, &err);
+                          .ref = "?", .ref_lib = "", .opts = &ro, .run = run_no};
+    int rc = kcap_replayer_create(&ro, dev, &r, &err);
     if (rc) {
         fprintf(stderr, "kcap replay: %s\n", err.msg);
         if (c->json) {

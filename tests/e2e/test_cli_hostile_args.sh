@@ -13,7 +13,9 @@
 #   5  kcap.check("good.h5\0/nonexistent") checked good.h5 (ctypes cut the path at the NUL)
 #      and returned None; a name from os.listdir with undecodable bytes, or a bytes path,
 #      raised UnicodeEncodeError / AttributeError: now ValueError for the NUL, and the
-#      other two read the file.
+#      other two read the file;
+#   6  `kcap replay --watch --save-outputs DIR`: every run after the first failed each case
+#      ("exists", the saver never replaces a file): now run N saves into DIR/run-N.
 . "$(dirname "$0")/../lib.sh"
 GEN=$B/tests/kcap_gen_snap
 require "$KCAP" "$GEN" "$CPU" "$LIBKCAP"
@@ -107,4 +109,14 @@ grep -q "listdir name: check ok, load vattn_verify" "$T/p" && ok "kcap.check / l
 grep -q "bytes path: load vattn_verify" "$T/p" && ok "kcap.load of a bytes path" || fail "bytes path: $(cat "$T/p")"
 grep -q "NUL: ValueError: kcap: path .* contains a NUL byte" "$T/p" && ok "a path with a NUL byte refused" ||
     fail "NUL in a path: $(cat "$T/p")"
+
+# 6: --watch with --save-outputs: a directory per run
+cp "$CPU" "$T/k.so"
+(sleep 3 && touch "$T/k.so") &
+at_exit "kill $! 2>/dev/null"
+timeout 60 "$KCAP" replay "$good" --kernel "$T/k.so" --watch --watch-runs 2 --save-outputs "$T/wsave" -q >"$T/wa" 2>&1
+rc=$?
+[ $rc -eq 0 ] && [ "$(grep -c '1 case: 1 passed' "$T/wa")" -eq 2 ] && [ -f "$T/wsave/run-1/snap-0000.h5" ] &&
+    [ -f "$T/wsave/run-2/snap-0000.h5" ] && ok "--watch --save-outputs: run 1 and run 2 saved apart, both pass" ||
+    fail "--watch --save-outputs: rc $rc: $(cat "$T/wa")"
 finish

@@ -26,15 +26,6 @@ static void usage(FILE *f)
                "Exit status: 0 ok, 1 unreadable or invalid file, 2 usage error.\n");
 }
 
-/* Strings from the file, escaped for a terminal (a small ring: several per printf). */
-static const char *safe(const char *s)
-{
-    static char buf[8][4200];
-    static int k;
-    k = (k + 1) % 8;
-    return kcap_printable(buf[k], sizeof buf[k], s);
-}
-
 /* JSON string; control bytes and everything from 0x7f up as \u00NN, so no byte of the
  * file reaches a terminal raw (non-ASCII text comes out as its bytes, escaped). */
 static void jstr(const char *s)
@@ -127,25 +118,25 @@ static void print_text(const char *path, const kcap_snapshot *s, const size_t *s
     const kcap_meta *m = &s->meta;
     char b1[32], b2[32];
     kcap_fmt_bytes(b1, sizeof b1, fsize);
-    printf("file       %s (%s)\n", safe(path), b1);
+    printf("file       %s (%s)\n", kcap_shown(path), b1);
     printf("format     %d.%d (written by kcap %s)\n", m->format_major, m->format_minor,
-           m->kcap_version[0] ? safe(m->kcap_version) : "?");
-    printf("call       %s  ABI %d  returned %d\n", safe(m->call), m->abi_version, m->call_status);
-    printf("time       %s  seq %llu%s\n", safe(m->time_utc), (unsigned long long)m->seq,
+           m->kcap_version[0] ? kcap_shown(m->kcap_version) : "?");
+    printf("call       %s  ABI %d  returned %d\n", kcap_shown(m->call), m->abi_version, m->call_status);
+    printf("time       %s  seq %llu%s\n", kcap_shown(m->time_utc), (unsigned long long)m->seq,
            m->in_stream_capture ? "  (inside CUDA stream capture)" : "");
-    printf("process    host %s  pid %lld  rank %d\n", safe(m->host), (long long)m->pid, m->rank);
+    printf("process    host %s  pid %lld  rank %d\n", kcap_shown(m->host), (long long)m->pid, m->rank);
     printf("device     %s  cc %d.%d  driver %d  runtime %d\n",
-           m->device_name[0] ? safe(m->device_name) : "-", m->cc_major, m->cc_minor,
+           m->device_name[0] ? kcap_shown(m->device_name) : "-", m->cc_major, m->cc_minor,
            m->driver_version, m->runtime_version);
-    printf("library    %s  %s\n", m->lib_path[0] ? safe(m->lib_path) : "-", safe(m->lib_hash));
+    printf("library    %s  %s\n", m->lib_path[0] ? kcap_shown(m->lib_path) : "-", kcap_shown(m->lib_hash));
     if (m->tags[0])
-        printf("tags       %s\n", safe(m->tags));
+        printf("tags       %s\n", kcap_shown(m->tags));
     printf("scalars   ");
     for (int i = 0; i < s->nscalars; i++) {
         if (s->scalars[i].type == KCAP_SC_INT)
-            printf(" %s=%lld", safe(s->scalars[i].name), (long long)s->scalars[i].i);
+            printf(" %s=%lld", kcap_shown(s->scalars[i].name), (long long)s->scalars[i].i);
         else
-            printf(" %s=%.9g", safe(s->scalars[i].name), s->scalars[i].f);
+            printf(" %s=%.9g", kcap_shown(s->scalars[i].name), s->scalars[i].f);
     }
     printf("\n\n  %-4s %-12s %-9s %-16s %-18s %12s %12s %7s\n", "dir", "tensor", "dtype", "shape",
            "strides", "raw", "stored", "ratio");
@@ -160,7 +151,7 @@ static void print_text(const char *path, const kcap_snapshot *s, const size_t *s
         kcap_fmt_bytes(b2, sizeof b2, stored[i]);
         printf("  %-4s %-12s %-9s %-16s %-18s %12s %12s %7.2f\n",
                t->dir == KCAP_DIR_IN ? "in" : t->dir == KCAP_DIR_OUT ? "out" : "cand",
-               safe(t->name), kcap_dtype_name(t->dtype), sh, str, b1, b2,
+               kcap_shown(t->name), kcap_dtype_name(t->dtype), sh, str, b1, b2,
                stored[i] ? (double)t->nbytes / (double)stored[i] : 0.0);
         raw += t->nbytes;
         st += stored[i];
@@ -203,7 +194,7 @@ int kcap_cmd_info(int argc, char **argv)
     size_t *stored = NULL;
     kcap_error err = {0};
     if (kcap_snapshot_read_header(path, &s, &stored, &err)) {
-        fprintf(stderr, "kcap info: %s\n", safe(err.msg));
+        fprintf(stderr, "kcap info: %s\n", kcap_shown(err.msg));
         return 1;
     }
     struct stat st;

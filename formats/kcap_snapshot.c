@@ -212,3 +212,12 @@ const char *kcap_printable(char *dst, size_t n, const char *src)
     dst[u] = '\0';
     return dst;
 }
+
+const char *kcap_shown(const char *src)
+{
+    static char buf[8][4 * 4096 + 16]; /* not per thread: a static TLS block this size in
+                                        * libkcap.so would take the host's surplus */
+    static int k;
+    k = (k + 1) % 8;
+    return kcap_printable(buf[k], sizeof buf[k], src);
+}

@@ -165,6 +165,10 @@ int kcap_h5zstd_register(void);
  * (metadata, names, paths) is printed through this, so terminal escape sequences stored
  * in a snapshot stay inert. Returns dst. */
 const char *kcap_printable(char *dst, size_t n, const char *src);
+/* kcap_printable into one of 8 static buffers used in turn (a 4096-byte path with every
+ * byte escaped fits), so a printf may show several. Not thread-safe: for the commands'
+ * terminal output. */
+const char *kcap_shown(const char *src);
 
 /* XXH64 of a buffer (seed 0), used for tensor checksums and lib_hash. */
 uint64_t kcap_xxh64(const void *data, size_t len, uint64_t seed);

@@ -299,11 +299,12 @@ int kcap_diff_pair(const char *pa, const char *pb, const kcap_diff_opts *o, FILE
     meta_diff md[MAX_META];
     int nmd = collect_meta(&a->meta, &b->meta, md);
     if (o->candidate)
-        fprintf(table, "kcap diff %s: the candidate's outputs (a) vs production's (b, reference)\n", pa);
+        fprintf(table, "kcap diff %s: the candidate's outputs (a) vs production's (b, reference)\n",
+                kcap_shown(pa));
     else
-        fprintf(table, "kcap diff %s (a) vs %s (b, reference)\n", pa, pb);
+        fprintf(table, "kcap diff %s (a) vs %s (b, reference)\n", kcap_shown(pa), kcap_shown(pb));
     for (int i = 0; i < nmd; i++) {
-        fprintf(table, "  meta %-18s a=%s  b=%s%s\n", md[i].field, md[i].a, md[i].b,
+        fprintf(table, "  meta %-18s a=%s  b=%s%s\n", md[i].field, kcap_shown(md[i].a), kcap_shown(md[i].b),
                 md[i].counts ? "" : "  (informational)");
         if (md[i].counts && !differs)
             snprintf(res->error, sizeof res->error, "meta %s differs", md[i].field);
@@ -455,7 +456,7 @@ int kcap_diff_junit(const kcap_diff_opts *o, const char *const *names,
     kcap_error err = {0};
     int rc = kcap_junit_write(o->junit, "kcap diff", jc, n, wall_ms / 1e3, &err);
     if (rc)
-        fprintf(stderr, "kcap diff: %s\n", err.msg);
+        fprintf(stderr, "kcap diff: %s\n", kcap_shown(err.msg));
     free(jc);
     return rc;
 }
@@ -466,7 +467,7 @@ static int diff_files(const char *pa, const char *pb, const kcap_diff_opts *o)
     kcap_error err = {0};
     kcap_doc doc = {0};
     if (o->json && kcap_doc_open(&doc, o->json, "--json", &err)) {
-        fprintf(stderr, "kcap diff: %s\n", err.msg);
+        fprintf(stderr, "kcap diff: %s\n", kcap_shown(err.msg));
         return 2;
     }
     int first = 1;
@@ -478,7 +479,7 @@ static int diff_files(const char *pa, const char *pb, const kcap_diff_opts *o)
     kcap_diff_result res;
     int status = kcap_diff_pair(pa, pb, o, o->out, doc.f, &res);
     if (status == 2)
-        fprintf(stderr, "kcap diff: %s\n", res.error);
+        fprintf(stderr, "kcap diff: %s\n", kcap_shown(res.error));
     if (doc.f) {
         if (status == 2) { /* no pair fields were written: "error" follows the ',' */
             int ef = 1;
@@ -487,7 +488,7 @@ static int diff_files(const char *pa, const char *pb, const kcap_diff_opts *o)
         }
         fputs("}\n", doc.f);
         if (kcap_doc_close(&doc, &err)) {
-            fprintf(stderr, "kcap diff: %s\n", err.msg);
+            fprintf(stderr, "kcap diff: %s\n", kcap_shown(err.msg));
             status = 2;
         }
     }
@@ -570,7 +571,7 @@ int kcap_cmd_diff(int argc, char **argv)
     int da = is_dir(pa), db = is_dir(pb), rc;
     if (da != db) {
         fprintf(stderr, "kcap diff: %s is a %s but %s is not: compare two files or two "
-                        "folders\n", da ? pa : pb, "folder", da ? pb : pa);
+                        "folders\n", kcap_shown(da ? pa : pb), "folder", kcap_shown(da ? pb : pa));
         rc = 2;
     } else {
         rc = da ? kcap_diff_dirs(pa, pb, &o) : diff_files(pa, pb, &o);

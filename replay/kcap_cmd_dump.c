@@ -7,6 +7,9 @@
  * use), one line per row of the last dimension, and with --stats min / max / mean over the
  * finite elements plus NaN, +Inf and -Inf counts — what you look at first when a replay says
  * an output went bad.
+ *
+ * The file's name and the strings read from it are printed through kcap_printable, as
+ * check, ls and replay print them: a name holding ESC or a newline stays inert text.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -125,12 +128,12 @@ int kcap_cmd_dump(int argc, char **argv)
     if (kcap_snapshot_read(path, &s, &err)) {
         if (!strstr(err.msg, path))
             kcap_error_prefix(&err, "%s", path);
-        fprintf(stderr, "kcap dump: %s\n", err.msg);
+        fprintf(stderr, "kcap dump: %s\n", kcap_shown(err.msg));
         return 1;
     }
     int show = verbosity != KCAP_QUIET;
     if (show)
-        printf("%s: %s (abi %d)\n", path, s->meta.call, s->meta.abi_version);
+        printf("%s: %s (abi %d)\n", kcap_shown(path), kcap_shown(s->meta.call), s->meta.abi_version);
     if (show && !only) {
         printf("  scalars:");
         for (int i = 0; i < s->nscalars; i++) {
@@ -162,7 +165,7 @@ int kcap_cmd_dump(int argc, char **argv)
     }
     kcap_snapshot_free(s);
     if (only && !found) {
-        fprintf(stderr, "kcap dump: %s: no tensor named '%s'\n", path, only);
+        fprintf(stderr, "kcap dump: %s: no tensor named '%s'\n", kcap_shown(path), kcap_shown(only));
         return 1;
     }
     return 0;

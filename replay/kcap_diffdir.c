@@ -7,6 +7,9 @@
  * that key is unique on both sides (two captures of the same workload under different
  * file names). Anything left is "only in a/b" and counts as a difference: a case that
  * vanished from a corpus must not pass silently.
+ *
+ * File names are bytes: the table prints them (and messages holding them) through
+ * kcap_printable, as check, ls and replay do, and the JSON through kcap_json_str.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +35,7 @@ static int load_side(const char *dir, kcap_snapfiles *files, entry **out)
     char *args[1] = {(char *)dir};
     kcap_error err = {0};
     if (kcap_snapfiles_collect(args, 1, files, &err)) {
-        fprintf(stderr, "kcap diff: %s\n", err.msg);
+        fprintf(stderr, "kcap diff: %s\n", kcap_shown(err.msg));
         return -1;
     }
     entry *e = calloc((size_t)(files->n ? files->n : 1), sizeof *e);
@@ -123,7 +126,7 @@ int kcap_diff_dirs(const char *da, const char *db, const kcap_diff_opts *o)
     if (load_side(da, &fa, &a) || load_side(db, &fb, &b))
         goto out;
     if (fa.n + fb.n == 0) {
-        fprintf(stderr, "kcap diff: no snapshots (*.h5) in %s or %s\n", da, db);
+        fprintf(stderr, "kcap diff: no snapshots (*.h5) in %s or %s\n", kcap_shown(da), kcap_shown(db));
         goto out;
     }
     pair_up(a, fa.n, b, fb.n);
@@ -134,7 +137,7 @@ int kcap_diff_dirs(const char *da, const char *db, const kcap_diff_opts *o)
         goto out;
     }
     if (o->json && kcap_doc_open(&doc, o->json, "--json", &err)) {
-        fprintf(stderr, "kcap diff: %s\n", err.msg);
+        fprintf(stderr, "kcap diff: %s\n", kcap_shown(err.msg));
         goto out;
     }
     int first = 1;
@@ -148,7 +151,7 @@ int kcap_diff_dirs(const char *da, const char *db, const kcap_diff_opts *o)
         kcap_json_key(doc.f, &first, "pairs");
         fputc('[', doc.f);
     }
-    fprintf(o->out, "kcap diff %s (a) vs %s (b, reference)\n", da, db);
+    fprintf(o->out, "kcap diff %s (a) vs %s (b, reference)\n", kcap_shown(da), kcap_shown(db));
     fprintf(o->out, "  %-34s %-34s %-9s %-8s %-12s %-10s %10s\n", "a", "b", "paired", "result",
             "worst", "verdict", "max_abs");
     int nagree = 0, ndiff = 0, nerr = 0, nonly = 0;
@@ -175,11 +178,12 @@ int kcap_diff_dirs(const char *da, const char *db, const kcap_diff_opts *o)
         nagree += r->status == 0;
         ndiff += r->status == 1;
         nerr += r->status == 2;
-        fprintf(o->out, "  %-34s %-34s %-9s %-8s %-12s %-10s %10.3e\n", a[i].rel, y->rel,
-                a[i].how, r->status == 0 ? "agree" : r->status == 1 ? "DIFFER" : "ERROR",
+        fprintf(o->out, "  %-34s %-34s %-9s %-8s %-12s %-10s %10.3e\n", kcap_shown(a[i].rel),
+                kcap_shown(y->rel), a[i].how,
+                r->status == 0 ? "agree" : r->status == 1 ? "DIFFER" : "ERROR",
                 r->worst[0] ? r->worst : "-", r->verdict[0] ? r->verdict : "-", r->max_abs);
         if (r->status)
-            fprintf(o->out, "      %s\n", r->error);
+            fprintf(o->out, "      %s\n", kcap_shown(r->error));
     }
     for (int s = 0; s < 2; s++) {
         const entry *v = s ? b : a;
@@ -191,7 +195,7 @@ int kcap_diff_dirs(const char *da, const char *db, const kcap_diff_opts *o)
             r->status = 1;
             snprintf(r->error, sizeof r->error, "only in %s: no file of %s pairs with %s",
                      s ? "b" : "a", s ? da : db, v[i].path);
-            fprintf(o->out, "  only in %s: %s\n", s ? "b" : "a", v[i].path);
+            fprintf(o->out, "  only in %s: %s\n", s ? "b" : "a", kcap_shown(v[i].path));
             nonly++;
         }
     }
@@ -211,7 +215,7 @@ int kcap_diff_dirs(const char *da, const char *db, const kcap_diff_opts *o)
         fputs(status == 0 ? "true" : "false", doc.f);
         fputs("}\n", doc.f);
         if (kcap_doc_close(&doc, &err)) {
-            fprintf(stderr, "kcap diff: %s\n", err.msg);
+            fprintf(stderr, "kcap diff: %s\n", kcap_shown(err.msg));
             status = 2;
         }
     }

@@ -1,5 +1,11 @@
 /*
  * kcap_json.c — JSON output primitives and the atomic output document (see kcap_json.h).
+ *
+ * Strings come from files and file names, which are bytes, not text: kcap_json_str writes
+ * well-formed UTF-8 through unchanged, control characters (and DEL and the C1 range, which
+ * a terminal showing `--json -` would act on) as \u00NN, and every byte that is not part of
+ * a well-formed UTF-8 sequence as the four characters \xNN (kcap_printable's notation, the
+ * one the terminal output uses; in JSON text "\\xff"), so the document always parses.
  */
 #include "kcap_json.h"
 
@@ -10,24 +16,69 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "kcap_version.h" /* common/ */
+#include "kcap_snapshot.h" /* kcap_printable */
+#include "kcap_version.h"  /* common/ */
+
+size_t kcap_utf8_len(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    unsigned char lo = 0x80, hi = 0xbf; /* the second byte's range */
+    size_t n;
+    if (p[0] < 0x80)
+        return 1;
+    if (p[0] >= 0xc2 && p[0] <= 0xdf)
+        n = 2;
+    else if (p[0] >= 0xe0 && p[0] <= 0xef)
+        n = 3, lo = p[0] == 0xe0 ? 0xa0 : 0x80, hi = p[0] == 0xed ? 0x9f : 0xbf;
+    else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+        n = 4, lo = p[0] == 0xf0 ? 0x90 : 0x80, hi = p[0] == 0xf4 ? 0x8f : 0xbf;
+    else
+        return 0; /* a continuation byte, an overlong lead (c0, c1) or past U+10FFFF */
+    if (p[1] < lo || p[1] > hi)
+        return 0; /* also stops at the NUL: nothing past the string is read */
+    for (size_t i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xbf)
+            return 0;
+    return n;
+}
 
 void kcap_json_str(FILE *f, const char *s)
 {
     fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        switch (*p) {
+    for (const char *p = s ? s : ""; *p;) {
+        unsigned char c = (unsigned char)*p;
+        size_t n = kcap_utf8_len(p);
+        if (n == 0) {
+            /* not UTF-8: "\xNN" as kcap_printable shows the byte, its backslash escaped */
+            char one[2] = {*p, '\0'}, shown[8];
+            fputc('\\', f);
+            fputs(kcap_printable(shown, sizeof shown, one), f);
+            p++;
+            continue;
+        }
+        if (n == 2 && c == 0xc2 && (unsigned char)p[1] < 0xa0) {
+            fprintf(f, "\\u%04x", (unsigned char)p[1]); /* C1 control, U+0080..U+009F */
+            p += 2;
+            continue;
+        }
+        if (n > 1) {
+            fwrite(p, 1, n, f);
+            p += n;
+            continue;
+        }
+        switch (c) {
         case '"': fputs("\\\"", f); break;
         case '\\': fputs("\\\\", f); break;
         case '\n': fputs("\\n", f); break;
         case '\r': fputs("\\r", f); break;
         case '\t': fputs("\\t", f); break;
         default:
-            if (*p < 0x20)
-                fprintf(f, "\\u%04x", *p);
+            if (c < 0x20 || c == 0x7f)
+                fprintf(f, "\\u%04x", c);
             else
-                fputc(*p, f);
+                fputc(c, f);
         }
+        p++;
     }
     fputc('"', f);
 }

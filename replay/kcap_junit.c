@@ -6,13 +6,34 @@
 #include <stdio.h>
 #include <time.h>
 
-#include "kcap_json.h" /* kcap_doc: the atomic / stdout output document */
+#include "kcap_json.h"     /* kcap_doc: the atomic / stdout output document; kcap_utf8_len */
+#include "kcap_snapshot.h" /* kcap_printable */
 
-/* XML text or attribute value: the five entities, forbidden control bytes as '?'. */
+/* XML text or attribute value: the five entities, tab / newline / CR as character
+ * references, well-formed UTF-8 as is, and what XML 1.0 forbids or what is not UTF-8 (other
+ * control bytes, DEL, a byte outside a well-formed sequence — a file name is bytes —, and
+ * U+FFFE / U+FFFF) as the text \xNN per byte, kcap_printable's notation, as the terminal
+ * shows it. */
 static void xml_text(FILE *f, const char *s)
 {
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        switch (*p) {
+    for (const char *p = s ? s : ""; *p;) {
+        unsigned char c = (unsigned char)*p;
+        size_t n = kcap_utf8_len(p);
+        int nonchar = n == 3 && c == 0xef && (unsigned char)p[1] == 0xbf &&
+                      (unsigned char)p[2] >= 0xbe; /* U+FFFE, U+FFFF */
+        if (n > 1 && !nonchar) {
+            fwrite(p, 1, n, f);
+            p += n;
+            continue;
+        }
+        int forbidden = (c < 0x20 || c == 0x7f) && c != '\n' && c != '\t' && c != '\r';
+        if (n == 0 || nonchar || forbidden) {
+            char one[2] = {*p, '\0'}, shown[8];
+            fputs(kcap_printable(shown, sizeof shown, one), f);
+            p++;
+            continue;
+        }
+        switch (c) {
         case '&': fputs("&amp;", f); break;
         case '<': fputs("&lt;", f); break;
         case '>': fputs("&gt;", f); break;
@@ -20,8 +41,10 @@ static void xml_text(FILE *f, const char *s)
         case '\'': fputs("&apos;", f); break;
         case '\n': fputs("&#10;", f); break;
         case '\t': fputs("&#9;", f); break;
-        default: fputc(*p < 0x20 || *p == 0x7f ? '?' : *p, f);
+        case '\r': fputs("&#13;", f); break;
+        default: fputc(c, f);
         }
+        p++;
     }
 }
 

@@ -45,7 +45,7 @@ $(TBIN)/libvattn_stub_%.so: tests/replay/vattn_stub.c
 	$(CC) $(CFLAGS) -fvisibility=hidden -shared $(REPLAY_STUB_FLAG_$*) $< -o $@ $(LDFLAGS)
 
 ALL_TARGETS += $(REPLAY_GEN) $(REPLAY_CMP_TEST) $(REPLAY_STUBS)
-TESTS += $(REPLAY_CMP_TEST) tests/replay/test_replay_cpu.sh
-ASAN_TESTS += $(REPLAY_CMP_TEST) tests/replay/test_replay_cpu.sh
+TESTS += $(REPLAY_CMP_TEST) tests/replay/test_replay_cpu.sh tests/replay/test_report_names.sh
+ASAN_TESTS += $(REPLAY_CMP_TEST) tests/replay/test_replay_cpu.sh tests/replay/test_report_names.sh
 GPU_TESTS += tests/replay/test_replay_gpu.sh
 GPU_BENCHES += tests/replay/bench_replay_gpu.sh

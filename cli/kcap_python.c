@@ -98,7 +98,9 @@ static void export_usage(FILE *f)
                "       torch.bfloat16 (torch.load; needs torch in the interpreter).\n"
                "  -t, --to FMT       npz or pt (required)\n"
                "  -o, --output OUT   the file to write (default FILE with the new suffix;\n"
-               "                     - = stdout)\n"
+               "                     - = stdout). An existing file is never replaced (nor\n"
+               "                     FILE itself): pick another name; a pipe or device\n"
+               "                     (a FIFO, /dev/stdout, /dev/null) is written in place.\n"
                "  --raw              npz: keep bf16 as uint16 bits\n"
                "  -q: no 'wrote' line; -v: also every tensor written (name, dtype, shape).\n"
                KCAP_CLI_COMMON_HELP
@@ -138,22 +140,29 @@ int kcap_cmd_export(int argc, char **argv)
                              "required%s", to ? to : "");
         return 2;
     }
-    /* the options as the Python side spells them: one parser decides what is valid */
+    /* the options as the Python side spells them: one parser decides what is valid. OUT as
+     * --output=OUT and FILE after --, so that argparse takes a name starting with '-' (which
+     * getopt accepted: -o -out.npz, -- -x.h5) as the value it is and not as an option. */
+    char *outopt = NULL;
+    if (out && asprintf(&outopt, "--output=%s", out) < 0) {
+        fprintf(stderr, "kcap export: -o %s: out of memory\n", out);
+        return 1;
+    }
     const char *args[10];
     int n = 0;
     args[n++] = "export";
-    args[n++] = argv[optind];
     args[n++] = "--to";
     args[n++] = to;
-    if (out) {
-        args[n++] = "-o";
-        args[n++] = out;
-    }
+    if (outopt)
+        args[n++] = outopt;
     if (raw)
         args[n++] = "--raw";
     if (verbosity != KCAP_NORMAL)
         args[n++] = verbosity == KCAP_QUIET ? "--quiet" : "--verbose";
+    args[n++] = "--";
+    args[n++] = argv[optind];
     args[n] = NULL;
     int rc = kcap_cli_run_python(args, "kcap export");
+    free(outopt);
     return rc < 0 ? 1 : rc;
 }

@@ -49,11 +49,22 @@ static _Thread_local int t_busy;  /* recursion guard: a capture in progress on t
 /* KCAP_SHADOW made absolute when libkcap was loaded (kcap_capture_ctor), like KCAP_DIR. */
 static char g_shadow_at_load[PATH_MAX];
 
+/* A relative KCAP_DIR / KCAP_SHADOW that could not be made absolute at load (the working
+ * directory unreadable, or the path too long): never resolved later against wherever the
+ * host has chdir()ed by its first call. Capture (KCAP_DIR) or shadow mode (KCAP_SHADOW) is
+ * then off, with a warning naming the variable (the review of libkcap's environment found
+ * both taken against the later directory, a candidate loaded from there). */
+static int g_dir_unresolved, g_shadow_unresolved;
+
 static const char *kcap_env(const char *name, void *ud)
 {
     (void)ud;
-    if (g_shadow_at_load[0] && !strcmp(name, "KCAP_SHADOW"))
-        return g_shadow_at_load;
+    if (!strcmp(name, "KCAP_SHADOW")) {
+        if (g_shadow_unresolved)
+            return NULL;
+        if (g_shadow_at_load[0])
+            return g_shadow_at_load;
+    }
     return getenv(name);
 }
 
@@ -145,21 +156,31 @@ static void kcap_fork_child(void)
  * KCAP_SHADOW candidate: g_shadow_at_load). */
 static char g_dir_at_load[PATH_MAX];
 
+/* dst = cwd "/" rel (PATH_MAX bytes); 0, or -1 (dst empty) without a cwd or when too long. */
+static int join_at_load(char *dst, const char *cwd, const char *rel)
+{
+    size_t a = cwd ? strlen(cwd) : 0, b = strlen(rel);
+    dst[0] = '\0';
+    if (!cwd || a + b + 2 >= PATH_MAX)
+        return -1;
+    memcpy(dst, cwd, a);
+    dst[a] = '/';
+    memcpy(dst + a + 1, rel, b + 1);
+    return 0;
+}
+
 __attribute__((constructor(103))) static void kcap_capture_ctor(void)
 {
     const char *d = getenv("KCAP_DIR");
-    char cwd[PATH_MAX];
-    if (d && *d && d[0] != '/' && getcwd(cwd, sizeof cwd)) {
-        size_t a = strlen(cwd), b = strlen(d);
-        if (a + b + 2 < sizeof g_dir_at_load) {
-            memcpy(g_dir_at_load, cwd, a);
-            g_dir_at_load[a] = '/';
-            memcpy(g_dir_at_load + a + 1, d, b + 1);
-        }
-    }
+    char buf[PATH_MAX];
+    const char *cwd = getcwd(buf, sizeof buf);
+    if (d && *d && d[0] != '/' && join_at_load(g_dir_at_load, cwd, d))
+        g_dir_unresolved = 1;
     const char *c = getenv("KCAP_SHADOW"); /* a candidate given relative to that directory too */
-    if (c && *c && c[0] != '/' && !realpath(c, g_shadow_at_load))
-        g_shadow_at_load[0] = '\0';
+    /* not there (yet): it is still the load directory's path, or nothing */
+    if (c && *c && c[0] != '/' && !realpath(c, g_shadow_at_load) &&
+        join_at_load(g_shadow_at_load, cwd, c))
+        g_shadow_unresolved = 1;
 }
 
 /* Why capture is off (for `kcap arm`'s reply); "" while it is not. */
@@ -222,6 +243,17 @@ static void kcap_do_init_job(void *arg)
     kcap_set_run_id(g_cfg.run_id);
     if (g_cfg.graph_twins) /* no predicate: no twin is made */
         kcap_graphexec_set_armed(kcap_graph_nodes_wanted);
+    if (g_shadow_unresolved)
+        kcap_log(KCAP_LOG_WARN, "KCAP_SHADOW=%.300s is relative and the working directory at load "
+                 "could not be read (or the path is too long); shadow mode is off",
+                 getenv("KCAP_SHADOW"));
+    if (g_dir_unresolved && g_cfg.dir[0] != '/') {
+        snprintf(why, sizeof why, "KCAP_DIR=%.300s is relative and the working directory at load "
+                 "could not be read (or the path is too long)", g_cfg.dir);
+        kcap_log(KCAP_LOG_WARN, "%s; capture is off", why);
+        kcap_off(why);
+        return;
+    }
     if (g_dir_at_load[0] && g_cfg.dir[0] != '/')
         snprintf(g_cfg.dir, sizeof g_cfg.dir, "%s", g_dir_at_load);
     kcap_error e = {0};

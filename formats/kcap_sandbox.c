@@ -129,14 +129,26 @@ static void child(int fd, const char *path, int wfd, uint64_t as_limit, unsigned
 }
 
 /* The exec-mode child: this program re-executed with the probe's arguments in its
- * environment; it answers and exits before main. */
+ * environment; it answers and exits before main. The constructor is in every program that
+ * links the reader, libkcap.so among them (so in every host it is preloaded into): it acts
+ * only when the two descriptors named are the very file and pipe its parent opened (device
+ * and inode numbers in the variable), never on variables someone else set (with
+ * KCAP_SANDBOX_CHILD=0,1,5,0 a host's main never ran: the review of libkcap's
+ * environment). */
 __attribute__((constructor)) static void kcap_sandbox_exec_child(void)
 {
     const char *a = getenv("KCAP_SANDBOX_CHILD"), *path = getenv("KCAP_SANDBOX_PATH");
     int fd, wfd;
     unsigned secs;
-    unsigned long long as;
-    if (!a || !path || sscanf(a, "%d,%d,%u,%llu", &fd, &wfd, &secs, &as) != 4)
+    unsigned long long as, fdev, fino, wdev, wino;
+    struct stat sf, sw;
+    if (!a || !path ||
+        sscanf(a, "%d,%d,%u,%llu,%llu,%llu,%llu,%llu", &fd, &wfd, &secs, &as, &fdev, &fino, &wdev,
+               &wino) != 8)
+        return;
+    if (fd < 0 || wfd < 0 || fstat(fd, &sf) || fstat(wfd, &sw) || !S_ISFIFO(sw.st_mode) ||
+        (unsigned long long)sf.st_dev != fdev || (unsigned long long)sf.st_ino != fino ||
+        (unsigned long long)sw.st_dev != wdev || (unsigned long long)sw.st_ino != wino)
         return;
     child(fd, path, wfd, (uint64_t)as, secs);
 }
@@ -150,14 +162,24 @@ static pid_t spawn_exec(int fd, const char *path, int wfd, unsigned secs, uint64
     while (environ[n])
         n++;
     char **env = calloc((size_t)n + 3, sizeof *env);
-    char *a = malloc(96), *p = malloc(strlen(path) + 24);
+    char *a = malloc(256), *p = malloc(strlen(path) + 24);
     pid_t pid = -1;
+    struct stat sf, sw; /* the child acts only on these very descriptors */
+    if (fstat(fd, &sf) || fstat(wfd, &sw)) {
+        free(env);
+        free(a);
+        free(p);
+        return -1;
+    }
     if (env && a && p) {
         int k = 0;
         for (int i = 0; i < n; i++)
             if (strncmp(environ[i], "KCAP_SANDBOX_", 13))
                 env[k++] = environ[i];
-        snprintf(a, 96, "KCAP_SANDBOX_CHILD=%d,%d,%u,%llu", fd, wfd, secs, (unsigned long long)as);
+        snprintf(a, 256, "KCAP_SANDBOX_CHILD=%d,%d,%u,%llu,%llu,%llu,%llu,%llu", fd, wfd, secs,
+                 (unsigned long long)as, (unsigned long long)sf.st_dev,
+                 (unsigned long long)sf.st_ino, (unsigned long long)sw.st_dev,
+                 (unsigned long long)sw.st_ino);
         snprintf(p, strlen(path) + 24, "KCAP_SANDBOX_PATH=%s", path);
         env[k++] = a;
         env[k++] = p;

@@ -218,9 +218,9 @@ static void kcap_do_init_job(void *arg)
     (void)arg;
     char why[512];
     kcap_names_init();
-    kcap_rank_init();
     int rc = kcap_config_parse(&g_cfg, kcap_env, NULL, why, sizeof why);
     kcap_log_level = g_cfg.log;
+    kcap_rank_init(); /* after KCAP_LOG: its warning about a RANK that is not a number obeys quiet */
     if (rc) {
         /* even KCAP_LOG=quiet does not hide a configuration the user got wrong, except
            an unset KCAP_DIR under quiet */

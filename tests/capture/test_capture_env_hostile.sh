@@ -10,7 +10,9 @@
 #      host: it stays the load directory's path (refused there, naming it);
 #   3  a relative KCAP_DIR whose load-time working directory could not be read (deleted)
 #      sent snapshots to the host's later directory: capture is off, with a warning naming
-#      KCAP_DIR, and nothing is written there.
+#      KCAP_DIR, and nothing is written there;
+#   4  KCAP_LOG=quiet did not silence the warning about a RANK that is not a number (it was
+#      given before KCAP_LOG was read).
 . "$(dirname "$0")/../lib.sh"
 CLIENT=$ROOT/$B/tests/capture/capture_client
 require "$CLIENT" "$LIBKCAP" "$PERT"
@@ -47,4 +49,13 @@ grep -q "KCAP_DIR=snaps is relative and the working directory at load could not 
     [ -z "$(find "$W/hostcwd" -name '*.h5')" ] &&
     ok "relative KCAP_DIR with the load directory gone: capture off, nothing written elsewhere" ||
     fail "relative KCAP_DIR: $(head -3 "$T/d.err"); files: $(find "$W/hostcwd" -name '*.h5' | head -3)"
+
+# 4: quiet is quiet
+env RANK=worker-0 KCAP_DIR="$W/out" KCAP_LOG=quiet LD_PRELOAD="$PRELOAD" ASAN_OPTIONS="$ASAN_PRELOAD_OPTIONS" \
+    timeout 30 "$CLIENT" --calls 1 --seed 3 --hash >"$T/q.out" 2>"$T/q.err"
+! grep -q "is not a rank" "$T/q.err" && ok "KCAP_LOG=quiet: no rank warning" || fail "quiet: $(head -3 "$T/q.err")"
+env RANK=worker-0 KCAP_DIR="$W/out" LD_PRELOAD="$PRELOAD" ASAN_OPTIONS="$ASAN_PRELOAD_OPTIONS" \
+    timeout 30 "$CLIENT" --calls 1 --seed 3 --hash >"$T/q2.out" 2>"$T/q2.err"
+grep -q "RANK='worker-0' is not a rank" "$T/q2.err" && ok "without quiet the rank warning is given" ||
+    fail "rank warning missing: $(head -3 "$T/q2.err")"
 finish

@@ -245,7 +245,8 @@ int kcap_config_parse(kcap_config *c, kcap_getenv_fn get, void *ud, char *why, s
 
     if ((v = get("KCAP_CALLS", ud)) && *v &&
         kcap_parse_ranges(v, c->ranges, KCAP_MAX_RANGES, &c->nranges))
-        BAD("KCAP_CALLS='%.64s' is not a list of call numbers or ranges such as 0-9,100", v);
+        BAD("KCAP_CALLS='%.64s' is not a list of at most %d call numbers or ranges such as "
+            "0-9,100", v, KCAP_MAX_RANGES);
     if ((v = get("KCAP_TAGS", ud)) && *v &&
         kcap_parse_tag_filters(v, c->tag_filters, KCAP_MAX_TAG_FILTERS, &c->ntag_filters))
         BAD("KCAP_TAGS='%.64s' is not up to %d terms key=ranges separated by ';' (e.g. "

@@ -112,8 +112,12 @@ int kcap_cmd_dump(int argc, char **argv)
         default: return 2; /* kcap_cli_getopt said what */
         }
     }
-    if (argc - optind != 1) {
-        usage(stderr);
+    if (argc - optind != 1) { /* say which: no FILE, or the first extra argument */
+        if (argc - optind < 1)
+            kcap_cli_usage_error("dump", "no snapshot FILE given");
+        else
+            kcap_cli_usage_error("dump", "one FILE at a time: unexpected argument '%s'",
+                                 kcap_shown(argv[optind + 1]));
         return 2;
     }
     const char *path = argv[optind];

@@ -12,7 +12,9 @@
 #      sent snapshots to the host's later directory: capture is off, with a warning naming
 #      KCAP_DIR, and nothing is written there;
 #   4  KCAP_LOG=quiet did not silence the warning about a RANK that is not a number (it was
-#      given before KCAP_LOG was read).
+#      given before KCAP_LOG was read);
+#   5  KCAP_CALLS with more ranges than kcap keeps was called "not a list of call numbers":
+#      the warning now gives the limit.
 . "$(dirname "$0")/../lib.sh"
 CLIENT=$ROOT/$B/tests/capture/capture_client
 require "$CLIENT" "$LIBKCAP" "$PERT"
@@ -58,4 +60,11 @@ env RANK=worker-0 KCAP_DIR="$W/out" LD_PRELOAD="$PRELOAD" ASAN_OPTIONS="$ASAN_PR
     timeout 30 "$CLIENT" --calls 1 --seed 3 --hash >"$T/q2.out" 2>"$T/q2.err"
 grep -q "RANK='worker-0' is not a rank" "$T/q2.err" && ok "without quiet the rank warning is given" ||
     fail "rank warning missing: $(head -3 "$T/q2.err")"
+
+# 5: too many call ranges: the warning says how many are allowed
+calls=$(seq -s, 0 2 200) # 101 numbers
+env KCAP_CALLS="$calls" KCAP_DIR="$W/out" LD_PRELOAD="$PRELOAD" ASAN_OPTIONS="$ASAN_PRELOAD_OPTIONS" \
+    timeout 30 "$CLIENT" --calls 1 --seed 3 --hash >"$T/k.out" 2>"$T/k.err"
+grep -q "is not a list of at most [0-9]* call numbers or ranges" "$T/k.err" &&
+    ok "KCAP_CALLS over the limit: the warning gives the limit" || fail "KCAP_CALLS: $(head -2 "$T/k.err")"
 finish

@@ -15,7 +15,8 @@
 #      raised UnicodeEncodeError / AttributeError: now ValueError for the NUL, and the
 #      other two read the file;
 #   6  `kcap replay --watch --save-outputs DIR`: every run after the first failed each case
-#      ("exists", the saver never replaces a file): now run N saves into DIR/run-N.
+#      ("exists", the saver never replaces a file): now run N saves into DIR/run-N;
+#   7  `kcap dump FILE extra` printed the whole usage without naming `extra`.
 . "$(dirname "$0")/../lib.sh"
 GEN=$B/tests/kcap_gen_snap
 require "$KCAP" "$GEN" "$CPU" "$LIBKCAP"
@@ -119,4 +120,10 @@ rc=$?
 [ $rc -eq 0 ] && [ "$(grep -c '1 case: 1 passed' "$T/wa")" -eq 2 ] && [ -f "$T/wsave/run-1/snap-0000.h5" ] &&
     [ -f "$T/wsave/run-2/snap-0000.h5" ] && ok "--watch --save-outputs: run 1 and run 2 saved apart, both pass" ||
     fail "--watch --save-outputs: rc $rc: $(cat "$T/wa")"
+
+# 7: dump names what is wrong with its arguments
+"$KCAP" dump "$good" extra-arg >"$T/dd" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "unexpected argument 'extra-arg'" "$T/dd" && ok "dump FILE extra: the extra argument named" ||
+    fail "dump FILE extra: rc $rc: $(head -2 "$T/dd")"
 finish

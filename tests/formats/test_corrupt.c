@@ -55,6 +55,9 @@ static const struct {
     {"bad-missing-chunk", KCAP_ERR_CORRUPT, "/inputs/kv_cache: chunk 1 missing"},
     {"bad-external-scalar", KCAP_ERR_CORRUPT, "/scalars/max_kv_len: declares external raw storage"},
     {"bad-int-range", KCAP_ERR_CORRUPT, "abi_version attribute 4294967297 is out of range"},
+    /* a negative q_stride_t with no recorded `strides` attribute: check said OK and replay
+     * refused it; the stride scalars are now checked either way */
+    {"bad-stride-nostrides", KCAP_ERR_SHAPE, "q: stride 0 = q_stride_t = -576 is negative"},
 };
 
 static int put(const char *path, const void *b, size_t n)

@@ -94,7 +94,8 @@ static int usage(FILE *f)
                "  kcap record --shadow), stops shadow mode, or prints its live summary.\n"
                "  A new candidate must first pass `kcap replay` on the snapshots in the\n"
                "  process's capture directory (DIR, default its KCAP_DIR).\n"
-               "  --force            arm a candidate that fails those snapshots anyway\n"
+               "  --force            arm a candidate that fails those snapshots anyway (never\n"
+               "                     one that crashes, hangs or does not load)\n"
                "  --atol A, --rtol R, --lse-atol A, --lse-rtol R\n"
                "                     the tolerances the new candidate is judged with, live and by\n"
                "                     the replay first (kcap replay's options); one not given is\n"
@@ -269,8 +270,15 @@ int kcap_cmd_shadow(int argc, char **argv)
             int pass = g_stop_signal ? 0 : kcap_loadcheck_run(ccopy, cdir, (int)gate_s, &lc);
             kcap_check_copy_remove(cdir, ccopy, &clock_fd);
             stop_signals_release(abs);
-            if (!pass && !force) {
-                kcap_loadcheck_say(stderr, abs, &lc, "; not armed (--force arms it anyway)\n");
+            /* --force overrides a verdict on results, never a candidate that crashed or hung
+             * while loading: armed, it would do the same to the service (a constructor that
+             * aborts killed the host under --force) */
+            int unsafe = lc.signal || lc.timed_out;
+            if (!pass && (!force || unsafe)) {
+                kcap_loadcheck_say(stderr, abs, &lc,
+                                   unsafe ? "; not armed (--force does not arm a candidate that crashes "
+                                            "or hangs)\n"
+                                          : "; not armed (--force arms it anyway)\n");
                 return 1;
             }
             if (!pass && verbosity != KCAP_QUIET)
@@ -283,8 +291,14 @@ int kcap_cmd_shadow(int argc, char **argv)
             int pass = g_stop_signal ? 0 : kcap_gate_run(d, ccopy, tols, verbosity == KCAP_VERBOSE, (int)gate_s, cdir, &g);
             kcap_check_copy_remove(cdir, ccopy, &clock_fd);
             stop_signals_release(abs);
-            if (!pass && !force) {
-                kcap_gate_say(stderr, abs, d, &g, "; not armed (--force arms it anyway)\n");
+            /* as above: a replay the candidate killed, hung or could not load in is no verdict
+             * --force may override */
+            int unsafe = g.signal || g.timed_out || g.load_error[0] || !g.have;
+            if (!pass && (!force || unsafe)) {
+                kcap_gate_say(stderr, abs, d, &g,
+                              unsafe ? "; not armed (--force does not arm a candidate that crashes, "
+                                       "hangs or does not load)\n"
+                                     : "; not armed (--force arms it anyway)\n");
                 fprintf(stderr, "kcap shadow: run `kcap replay '%s' --kernel '%s'%s` to see where\n", d, abs,
                         flags);
                 return 1;

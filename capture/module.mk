@@ -204,7 +204,7 @@ TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_ca
          tests/capture/test_capture_tags.sh tests/capture/test_capture_shadow.sh \
          tests/capture/test_capture_shadow_swap.sh tests/capture/test_capture_shadow_off.sh \
          tests/capture/test_capture_shadow_hostile.sh tests/capture/test_capture_privcopy.sh \
-         tests/capture/test_capture_env_hostile.sh
+         tests/capture/test_capture_env_hostile.sh tests/capture/test_capture_shadow_force.sh
 ASAN_TESTS += $(CAPT)/test_capture_config $(CAPT)/test_capture_budget $(CAPT)/test_capture_ring $(CAPT)/test_capture_layout \
          $(CAPT)/test_capture_state $(CAPT)/test_capture_queue $(CAPT)/test_capture_arm_watch $(CAPT)/test_capture_graphexec $(CAPT)/test_capture_shadow_dev $(CAPT)/test_capture_shadow_worker \
               $(CAPT)/test_capture_cmp_plan $(CAPT)/test_capture_summary $(CAPT)/test_capture_gate $(CAPT)/test_capture_child tests/capture/test_capture_c.sh tests/capture/test_capture_faults_host.sh

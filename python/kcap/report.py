@@ -9,6 +9,7 @@ glance; PNGs are drawn with matplotlib when it is installed (the page says so ot
 import html
 import json
 import os
+import re
 
 import numpy as np
 
@@ -76,15 +77,26 @@ def _case_row(case):
                                                   for c in cells))
 
 
-def _failing_section(case, outdir, plots):
+def _fs_path(p):
+    """A path from replay.json as the file system knows it: names are bytes, and the JSON
+    writes a byte outside UTF-8 as the text \\xNN (docs/JSON.md); the path as written is
+    tried first (a name may really hold a backslash)."""
+    if not isinstance(p, str) or os.path.exists(p):
+        return p
+    raw = re.sub(rb"\\x([0-9a-f]{2})", lambda m: bytes([int(m.group(1), 16)]), p.encode())
+    return os.fsdecode(raw)
+
+
+def _failing_section(i, case, outdir, plots):
     parts = ["<h2 id='%s'>%s — %s</h2>" % (html.escape(case["name"]), html.escape(case["name"]),
                                            html.escape(case["status"]))]
     if case.get("error"):
         parts.append("<p>%s</p>" % html.escape(case["error"]))
-    if not case.get("saved") or not os.path.exists(case["saved"]):
+    saved_path = _fs_path(case.get("saved"))
+    if not saved_path or not os.path.exists(saved_path):
         parts.append("<p>no saved outputs for this case (it did not run to the end)</p>")
         return "\n".join(parts)
-    captured, saved = load(case["file"]), load(case["saved"])
+    captured, saved = load(_fs_path(case["file"])), load(saved_path)
     for name in saved.outputs:
         err = error_map(captured, saved, name)
         t, h = np.unravel_index(int(np.argmax(np.where(np.isfinite(err), err, np.inf))),
@@ -92,7 +104,9 @@ def _failing_section(case, outdir, plots):
         cap = "%s: max %.3e at token %d head %d; %d (token, head) cells above 0" % (
             name, float(err.max()), t, h, int((err > 0).sum()))
         if plots:
-            png = "%s.%s.png" % (case["name"], name)
+            # named by the case's position, never by its name: a name from the JSON such as
+            # ../outside/x (or an absolute one) would put the picture outside outdir
+            png = "case%04d.%s.png" % (i, re.sub(r"[^A-Za-z0-9_.-]", "_", name))
             _plot(err, "%s  %s" % (case["name"], name), os.path.join(outdir, png))
             parts.append("<figure><img src='%s' alt='%s'><figcaption>%s</figcaption></figure>"
                          % (html.escape(png), html.escape(name), html.escape(cap)))
@@ -102,8 +116,20 @@ def _failing_section(case, outdir, plots):
 
 
 def write(outdir):
-    """Read outdir/replay.json, write outdir/index.html (+ PNGs). Returns the page's path."""
-    with open(os.path.join(outdir, "replay.json")) as f:
+    """Read outdir/replay.json, write outdir/index.html (+ PNGs). Returns the page's path.
+    A document that is not a replay run's (keys missing, wrong types, nested too deep) is a
+    ValueError naming the file, not a traceback."""
+    src = os.path.join(outdir, "replay.json")
+    try:
+        return _write(outdir, src)
+    except (KeyError, TypeError, AttributeError, IndexError, OverflowError, RecursionError,
+            json.JSONDecodeError) as e:
+        raise ValueError("%s: not a kcap replay document (docs/JSON.md): %s: %s"
+                         % (src, type(e).__name__, e)) from None
+
+
+def _write(outdir, src):
+    with open(src) as f:
         doc = json.load(f)
     plots = _have_matplotlib()
     cases = doc.get("cases", [])
@@ -125,7 +151,7 @@ def write(outdir):
                 "<th>worst element</th><th>error</th></tr>")
     body += [_case_row(c) for c in cases]
     body.append("</table>")
-    body += [_failing_section(c, outdir, plots) for c in failing]
+    body += [_failing_section(i, c, outdir, plots) for i, c in enumerate(failing)]
     path = os.path.join(outdir, "index.html")
     tmp = path + ".tmp"
     with open(tmp, "w") as f:

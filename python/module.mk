@@ -19,5 +19,5 @@ ALL_TARGETS += $(KCAP_FMT_SO)
 # the package and the CLI features it uses; export never replacing a file it was not asked
 # to create; staged make install/uninstall; the CUDA-less build's stub header against the
 # real one; the --report page in headless Chromium
-TESTS += tests/python/test_python_pkg.sh tests/python/test_export_safety.sh tests/python/test_report_hostile.sh \
+TESTS += tests/python/test_python_pkg.sh tests/python/test_export_safety.sh tests/python/test_report_hostile.sh tests/python/test_pytest_timeout.sh \
 	tests/e2e/test_install.sh tests/e2e/test_nocuda_header.sh tests/e2e/test_report_browser.sh

@@ -6,6 +6,7 @@ re-implementing it, so a case judged here is judged exactly as on the command li
 import json
 import os
 import shutil
+import signal
 import subprocess
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -35,7 +36,20 @@ def replay_case(kcap, path, kernel, flags=(), timeout=600):
     """Run one snapshot; returns (case dict, whole JSON document, stderr text)."""
     cmd = [kcap, "replay", os.fspath(path), "--kernel", kernel, "--json", "-", "--quiet"]
     cmd += list(flags)
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+    # its own session, so a timeout kills everything the replay started (a hung kernel's
+    # helper processes outlived a SIGKILL of kcap alone)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, errb = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        p.communicate()
+        raise ReplayError("%s: timed out after %g s (the replay and what it started were "
+                          "killed)" % (path, timeout)) from None
+    p.stdout, p.stderr = out, errb
     err = p.stderr.decode(errors="replace")
     if p.returncode not in (0, 1):
         raise ReplayError("%s exited %d: %s" % (" ".join(cmd), p.returncode, err.strip()))

@@ -10,6 +10,7 @@ case (tolerances, reference, pool mode, skip, xfail: see kcap.manifest). A failu
 the failing tensors, worst element and its (request, token, head, channel); the worst
 max_abs of each case is recorded as a JUnit property.
 """
+import math
 import os
 
 import pytest
@@ -35,6 +36,9 @@ def pytest_configure(config):
     dirs = _golden_dirs(config)
     if not dirs:
         return
+    t = config.getoption("kcap_timeout")
+    if not (t > 0 and math.isfinite(t)):  # 0, negative and nan reached subprocess as is
+        raise pytest.UsageError("--kcap-timeout %s: not a positive finite number of seconds" % t)
     for d in dirs:
         if not os.path.isdir(d):
             raise pytest.UsageError("--kcap-golden %s: not a directory" % d)

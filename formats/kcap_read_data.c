@@ -6,7 +6,9 @@
  * reach a sink in order (tensor XXH64, per-row hashes), so `kcap check` verifies a file
  * whose declared size is far beyond memory with a bounded buffer (KCAP_STREAM_BYTES), and
  * the sandboxed probe makes exactly the libhdf5 calls the other modes make, minus decoding.
- * Storage that points outside the file (external raw files, virtual datasets) is refused.
+ * Storage that points outside the file (external raw files, virtual datasets) is refused,
+ * and so is a chunk of another layout that was never written or was stored without its
+ * filters (libhdf5 would copy a whole chunk out of however few bytes it holds).
  */
 #include "kcap_read_internal.h"
 

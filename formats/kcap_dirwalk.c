@@ -12,8 +12,6 @@
 #include <sys/stat.h>
 
 #define MAX_DEPTH 64
-#define KCAP_STR_(x) #x
-#define KCAP_STR(x) KCAP_STR_(x)
 
 typedef struct walker {
     kcap_filelist *l;
@@ -137,9 +135,12 @@ static void walk(walker *w, const char *dir, int depth)
         if (S_ISDIR(ls.st_mode)) {
             if (w->recurse && depth < MAX_DEPTH)
                 walk(w, p, depth + 1);
-            else if (w->recurse)
-                add_error_why(w, p, "nested more than " KCAP_STR(MAX_DEPTH) " directories deep: "
-                              "not searched");
+            else if (w->recurse) {
+                char why[80];
+                snprintf(why, sizeof why, "nested more than %d directories deep: not searched",
+                         MAX_DEPTH);
+                add_error_why(w, p, why);
+            }
             continue;
         }
         if (!has_h5_suffix(nm))

@@ -165,13 +165,7 @@ static pid_t spawn_exec(int fd, const char *path, int wfd, unsigned secs, uint64
     char *a = malloc(256), *p = malloc(strlen(path) + 24);
     pid_t pid = -1;
     struct stat sf, sw; /* the child acts only on these very descriptors */
-    if (fstat(fd, &sf) || fstat(wfd, &sw)) {
-        free(env);
-        free(a);
-        free(p);
-        return -1;
-    }
-    if (env && a && p) {
+    if (env && a && p && !fstat(fd, &sf) && !fstat(wfd, &sw)) {
         int k = 0;
         for (int i = 0; i < n; i++)
             if (strncmp(environ[i], "KCAP_SANDBOX_", 13))

@@ -49,12 +49,11 @@ def replay_case(kcap, path, kernel, flags=(), timeout=600):
         p.communicate()
         raise ReplayError("%s: timed out after %g s (the replay and what it started were "
                           "killed)" % (path, timeout)) from None
-    p.stdout, p.stderr = out, errb
-    err = p.stderr.decode(errors="replace")
+    err = errb.decode(errors="replace")
     if p.returncode not in (0, 1):
         raise ReplayError("%s exited %d: %s" % (" ".join(cmd), p.returncode, err.strip()))
     try:
-        doc = json.loads(p.stdout.decode())
+        doc = json.loads(out.decode())
     except ValueError as e:
         raise ReplayError("%s: no JSON on stdout (%s); stderr: %s" % (" ".join(cmd), e,
                                                                       err.strip())) from None

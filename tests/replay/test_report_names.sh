@@ -60,31 +60,33 @@ EOF
 no_raw "$T/r.out" "replay table"
 
 # ---- 3: diff --json / --junit ----------------------------------------------------------
-"$KCAP" diff "$D" "$D" --json "$T/d.json" --junit "$T/d.xml" >"$T/d.out" 2>&1
-rc=$?
-[ $rc -eq 0 ] && ok "diff of a folder with itself (exit 0)" || { fail "diff: exit $rc"; cat -v "$T/d.out"; }
-"$PY" - "$T/d.json" "$T/d.xml" <<'EOF' && ok "diff --json / --junit parse (pairs)" || fail "diff --json / --junit (pairs)"
+# diff_case TAG OTHER WANT_RC LABEL CODE: `kcap diff $D OTHER --json --junit` into $T/TAG.*,
+# its exit status, both documents parsed by the Python CODE (argv: json, xml), its table escaped
+diff_case() {
+    local tag=$1 other=$2 want=$3 label=$4 code=$5 rc
+    "$KCAP" diff "$D" "$other" --json "$T/$tag.json" --junit "$T/$tag.xml" >"$T/$tag.out" 2>&1
+    rc=$?
+    [ $rc -eq "$want" ] && ok "diff, $label (exit $want)" || { fail "diff, $label: exit $rc, want $want"; cat -v "$T/$tag.out"; }
+    "$PY" -c "$code" "$T/$tag.json" "$T/$tag.xml" && ok "diff --json / --junit parse ($label)" ||
+        fail "diff --json / --junit ($label)"
+    no_raw "$T/$tag.out" "diff table ($label)"
+}
+diff_case d "$D" 0 "pairs" '
 import json, sys, xml.etree.ElementTree as E
 d = json.load(open(sys.argv[1], "rb"))
 assert d["same"] is True and len(d["pairs"]) == 3, d["summary"]
 a = sorted(p["diff"]["a"].rsplit("/", 1)[1] for p in d["pairs"])
 assert a == sorted(["a\\xff.h5", "e\x1b[2J\nx.h5", "caf\u00e9.h5"]), a
-r = E.parse(sys.argv[2]).getroot()
-assert len(list(r.iter("testcase"))) == 3
-EOF
-no_raw "$T/d.out" "diff table (pairs)"
-"$KCAP" diff "$D" "$T/gen" --json "$T/o.json" --junit "$T/o.xml" >"$T/o.out" 2>&1
-rc=$?
-[ $rc -eq 1 ] && ok "diff against a folder with other names (exit 1)" || { fail "diff: exit $rc, want 1"; cat -v "$T/o.out"; }
-"$PY" - "$T/o.json" "$T/o.xml" <<'EOF' && ok "diff --json / --junit parse (only_in_a)" || fail "diff --json / --junit (only_in_a)"
+assert len(list(E.parse(sys.argv[2]).getroot().iter("testcase"))) == 3
+'
+diff_case o "$T/gen" 1 "only in" '
 import json, sys, xml.etree.ElementTree as E
 d = json.load(open(sys.argv[1], "rb"))
 a = sorted(p.rsplit("/", 1)[1] for p in d["only_in_a"])
 assert a == sorted(["a\\xff.h5", "caf\u00e9.h5"]), a
 assert [p["diff"]["a"].rsplit("/", 1)[1] for p in d["pairs"]] == ["e\x1b[2J\nx.h5"], d["pairs"]
 assert len(list(E.parse(sys.argv[2]).getroot().iter("testcase"))) == 4
-EOF
-no_raw "$T/o.out" "diff table (only in)"
+'
 grep -qF '  e\x1b[2J\x0ax.h5 ' "$T/o.out" && grep -qF 'only in a: '"$D"'/a\xff.h5' "$T/o.out" ||
     { fail "diff does not show the names as \\xNN"; cat -v "$T/o.out"; }
 # the header names the folders escaped
